@@ -1,0 +1,57 @@
+// tqserve: the daemon and its tools. One binary, one subcommand per job (serve, formats, ...).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/build_info.h"
+#include "kernels/cpu/simd.h"
+#include "server/cli/commands.h"
+
+namespace {
+
+std::string VersionText() {
+  const tq::BuildInfo& info = tq::GetBuildInfo();
+  std::string simd;
+  for (const std::string& name : tq::kernels::CompiledSimdTargets()) {
+    if (!simd.empty()) simd += ' ';
+    simd += name;
+  }
+  std::string text = "tqserve " + std::string(info.version) + "\n";
+  text += "commit:     " + std::string(info.commit) + "\n";
+  text += "build type: " + std::string(info.build_type) + "\n";
+  text += "compiler:   " + std::string(info.compiler) + "\n";
+  text += "simd:       " + simd + " (active: " + tq::kernels::ActiveSimdTarget() + ")";
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tqserve: an LLM inference server with a TurboQuant-compressed, tiered KV cache"};
+  app.set_version_flag("--version", VersionText());
+  app.require_subcommand(1);
+
+  // One row per subcommand; each lives in server/cli/cmd_<name>.cc.
+  std::vector<tq::cli::Command> commands = {
+      tq::cli::AddServeCommand(app),
+  };
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return tq::cli::kExitUsage;
+  }
+  for (const tq::cli::Command& command : commands) {
+    if (command.app->parsed()) return command.run();
+  }
+  std::fprintf(stderr, "tqserve: no subcommand given (see --help)\n");
+  return tq::cli::kExitUsage;
+}
