@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The test command: installs what the tests need (Debian packages, the Python venv, the default model), builds once,
+# and runs every test with ctest. `--quick` leaves out tests labelled slow. Prints how long each phase took.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+labels_exclude="gpu"
+if [ "${1:-}" = "--quick" ]; then labels_exclude="gpu|slow"; fi
+
+phase_start=$(date +%s)
+phase() {
+  local now; now=$(date +%s)
+  [ -n "${phase_name:-}" ] && echo "== phase '$phase_name' took $((now - phase_start)) s"
+  phase_name=$1; phase_start=$now
+  [ -n "$phase_name" ] && echo "== phase '$phase_name'"
+  return 0
+}
+
+phase install;  bash scripts/install-deps.sh; scripts/python-env.sh > /dev/null
+phase model;    scripts/fetch-model.sh > /dev/null
+phase build;    bash scripts/build.sh
+phase test
+# GPU tests skip themselves without a GPU; they are also left out here so CPU machines do not wait on them.
+ctest --test-dir build --output-on-failure -j"$(nproc)" -LE "$labels_exclude"
+phase ""

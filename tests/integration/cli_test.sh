@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Black-box checks of the tqserve binary's command line: --version, serve --print-config, config errors (exit 2).
+# Usage: cli_test.sh path/to/tqserve
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+bin=$1
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# A clean environment: no TQ_* from the caller.
+run() { env -u TQ_CONFIG $(env | grep -o '^TQ_[A-Z0-9_]*' | sed 's/^/-u /') "$@"; }
+
+expect_rc 0 "--version" -- run "$bin" --version
+expect_out "tqserve " "version line"
+expect_out "commit:" "commit line"
+expect_out "simd:" "simd targets"
+
+expect_rc 0 "serve --print-config" -- run "$bin" serve --print-config
+expect_out "http_port: 8080  # default" "default http port"
+
+cat > "$tmp/c.yaml" <<'YAML'
+server:
+  http_port: 9001
+  grpc_port: 9002
+log:
+  level: debug
+YAML
+expect_rc 0 "precedence file < env < flag" -- \
+  run env TQ_SERVER_GRPC_PORT=9102 TQ_LOG_LEVEL=warn "$bin" serve --config "$tmp/c.yaml" --log-level error --print-config
+expect_out "http_port: 9001  # file" "file value"
+expect_out "grpc_port: 9102  # env" "env beats file"
+expect_out 'level: "error"  # flag' "flag beats env"
+
+expect_rc 0 "config file from TQ_CONFIG" -- run env TQ_CONFIG="$tmp/c.yaml" "$bin" serve --print-config
+expect_out "http_port: 9001  # file" "TQ_CONFIG file value"
+
+expect_rc 2 "out-of-range flag" -- run "$bin" serve --http-port 70000 --print-config
+expect_out "server.http_port" "names the option"
+expect_out "[1, 65535]" "names the range"
+expect_rc 2 "wrong type in env" -- run env TQ_ENGINE_THREADS=lots "$bin" serve --print-config
+expect_out "TQ_ENGINE_THREADS" "names the variable"
+expect_rc 2 "unknown env option" -- run env TQ_HTTP_PORT=1 "$bin" serve --print-config
+expect_rc 2 "unknown flag" -- run "$bin" serve --no-such-flag
+printf 'server:\n  htp_port: 1\n' > "$tmp/bad.yaml"
+expect_rc 2 "unknown key in file" -- run "$bin" serve --config "$tmp/bad.yaml" --print-config
+expect_out "server.htp_port" "names the unknown key"
+expect_rc 2 "missing config file" -- run "$bin" serve --config "$tmp/none.yaml" --print-config
+expect_rc 2 "no subcommand" -- run "$bin"
+finish
