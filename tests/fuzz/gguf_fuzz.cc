@@ -1,0 +1,26 @@
+// libFuzzer target: GgufFile::Parse on arbitrary bytes, then every getter on every key and a read of every
+// tensor's first and last byte. Any crash, sanitizer report or hang is a bug.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "engine/model/gguf.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  auto file = tq::engine::GgufFile::Parse(std::span<const uint8_t>(data, size));
+  if (!file.ok()) return 0;
+  const tq::engine::GgufFile& f = **file;
+  size_t sink = 0;
+  for (const tq::engine::GgufKv& kv : f.metadata()) {
+    sink += tq::engine::GgufValueToString(kv.value).size();
+    sink += f.GetUint(kv.key).ok() + f.GetInt(kv.key).ok() + f.GetFloat(kv.key).ok() + f.GetBool(kv.key).ok();
+    sink += f.GetString(kv.key).ok() + f.GetStringArray(kv.key).ok() + f.GetFloatArray(kv.key).ok();
+    sink += f.GetIntArray(kv.key).ok();
+  }
+  for (const tq::engine::GgufTensorInfo& t : f.tensors()) {
+    if (t.bytes > 0) sink += t.data[0] + t.data[t.bytes - 1];
+  }
+  volatile size_t keep = sink;
+  (void)keep;
+  return 0;
+}
