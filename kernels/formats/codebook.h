@@ -1,0 +1,28 @@
+// Lloyd-Max scalar quantizers for one coordinate of a uniform random unit vector in `dim` dimensions.
+//
+// The coordinate t has density proportional to (1 - t^2)^((dim - 3) / 2) on [-1, 1] (it tends to N(0, 1/dim)).
+// The optimal `bits`-bit quantizer for that law is computed once per (dim, bits) by Lloyd's iterations on a fine
+// numerical integral of the exact density, and cached for the life of the process.
+#pragma once
+
+#include <vector>
+
+namespace tq::kernels {
+
+struct Codebook {
+  int dim = 0;
+  int bits = 0;
+  std::vector<float> centroids;   // [2^bits], ascending, symmetric around 0
+  std::vector<float> boundaries;  // [2^bits - 1], midpoints between neighbouring centroids
+  // Expected normalized MSE E||u - c(u)||^2 for a uniform unit vector u in `dim` dimensions: dim * E(t - c(t))^2.
+  double expected_mse = 0.0;
+
+  // Index of the centroid nearest to t.
+  int Quantize(float t) const;
+};
+
+// The cached codebook for (dim, bits). Thread-safe; the reference stays valid for the life of the process.
+// Preconditions: 3 <= dim <= 65536, 1 <= bits <= 8.
+const Codebook& LloydMaxCodebook(int dim, int bits);
+
+}  // namespace tq::kernels

@@ -1,0 +1,77 @@
+// KvCodec: encodes and decodes whole pages of one format, with the state that format needs (rotation seed,
+// codebooks, outlier channel set, QJL projection). Shaped like faiss's Quantizer: Train, Encode, Decode.
+//
+// This is the scalar reference; it is never deleted. The attention kernels read the same pages through layout(),
+// SegmentTable() and the domain transforms below.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/formats/format.h"
+#include "kernels/formats/page.h"
+#include "kernels/formats/rotation.h"
+
+namespace tq::kernels {
+
+inline constexpr uint64_t kDefaultSeed = 0x7475726271756174ull;
+
+class KvCodec {
+ public:
+  // InvalidArgument for an unsupported (format, head_dim). Outlier formats start with the first
+  // OutlierChannels() channels as outliers until Train() calibrates them.
+  static StatusOr<std::unique_ptr<KvCodec>> Create(KvFormat format, int head_dim, uint64_t seed = kDefaultSeed);
+  // The codec that reads pages with this (validated) header: built once per (format, head_dim, seed, outlier set)
+  // and cached for the life of the process; thread-safe.
+  static StatusOr<const KvCodec*> ForHeader(const PageHeader& header);
+
+  // x: [n][head_dim]. Outlier formats pick the OutlierChannels() channels with the largest mean square; other
+  // formats have nothing to learn.
+  Status Train(const float* x, int n);
+  // Encodes x: [n][head_dim], 1 <= n <= kPageTokens, into `page` (PageBytes() bytes), header included.
+  Status EncodePage(const float* x, int n, std::span<uint8_t> page) const;
+  // Decodes the page's num_tokens vectors into x: [num_tokens][head_dim]. Validates the header and that it
+  // matches this codec.
+  Status DecodePage(std::span<const uint8_t> page, float* x) const;
+
+  // int8 only: clamp to median +- 3 * 1.4826 * MAD of the page's values before taking the scale.
+  void set_robust_clamp(bool on) { robust_clamp_ = on; }
+
+  KvFormat format() const { return layout_.format; }
+  int head_dim() const { return layout_.head_dim; }
+  uint64_t seed() const { return seed_; }
+  const OutlierMask& outlier_mask() const { return outlier_mask_; }
+  const CodeLayout& layout() const { return layout_; }
+  // Value of each code of segment s: [2^bits] floats (centroids; +-sqrt(pi/2)/head_dim for QJL signs, code 1
+  // positive); empty for f16 and int8 segments.
+  const std::vector<float>& SegmentTable(int s) const { return tables_[s]; }
+
+  // Domain transforms, all [head_dim] -> [head_dim]; in and out may alias except for the sketch ones.
+  // Rotated = the coded domain of the tq formats (identity for f16 and int8).
+  void ToRotated(const float* x, float* y) const;
+  void FromRotated(const float* y, float* x) const;
+  // z = S y (QJL projection of a rotated-domain vector; tq*p only).
+  void ToSketch(const float* y, float* z) const;
+  // y += S^T z (tq*p only).
+  void AddFromSketch(const float* z, float* y) const;
+
+ private:
+  KvCodec(KvFormat format, int head_dim, uint64_t seed);
+  void BuildTransforms();
+  void EncodeTq(const float* x, int token, uint8_t* page) const;
+  Status EncodeInt8(const float* x, int n, uint8_t* page, PageHeader& header) const;
+
+  CodeLayout layout_;
+  uint64_t seed_;
+  bool robust_clamp_ = false;
+  OutlierMask outlier_mask_ = {};
+  std::vector<int> channel_order_;  // outlier formats: outlier channels then the rest, ascending in each
+  std::vector<std::unique_ptr<Rotation>> rotations_;  // one per rotated segment
+  std::vector<float> sketch_;       // tq*p: S, [head_dim][head_dim] row-major, i.i.d. N(0, 1)
+  std::vector<std::vector<float>> tables_;
+};
+
+}  // namespace tq::kernels

@@ -1,0 +1,95 @@
+// The KV cache format table: one row of portable facts per format, with stable names.
+//
+// Names are stable strings: they appear in config files, metrics and saved caches. A `switch` over KvFormat has no
+// `default:`, so adding a format fails to compile until every switch handles it. The numeric ids are stored in page
+// headers and never reused.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace tq::kernels {
+
+enum class KvFormat : uint8_t {
+  kF16 = 1,
+  kInt8 = 2,
+  kTq2 = 3,
+  kTq3 = 4,
+  kTq4 = 5,
+  kTq8 = 6,
+  kTq2_5 = 7,
+  kTq3_5 = 8,
+  kTq3p = 9,
+  kTq4p = 10,
+};
+
+// How a format codes one vector.
+enum class FormatKind : uint8_t {
+  kFloat16,     // IEEE half per value, not rotated
+  kInt8,        // symmetric int8 per value, one fp32 scale per page (per head and 128-token block), not rotated
+  kTqMse,       // TurboQuant_mse: rotate, `bits`-bit Lloyd-Max code per coordinate, fp16 norm
+  kTqOutlier,   // outlier split: a quarter of the channels at bits+1, the rest at `bits`; two TurboQuant_mse codes
+  kTqProd,      // TurboQuant_prod: (bits-1)-bit TurboQuant_mse code + 1-bit QJL sign sketch + fp16 residual norm
+};
+
+struct FormatInfo {
+  KvFormat format;
+  std::string_view name;  // stable
+  FormatKind kind;
+  uint8_t bits;           // nominal bits per coordinate (see FormatKind)
+  uint8_t norms;          // fp16 norms stored per vector (0 for f16 and int8)
+  std::string_view what;  // one line for `tqserve formats`
+};
+
+inline constexpr std::array<FormatInfo, 10> kFormatTable = {{
+    {KvFormat::kF16, "f16", FormatKind::kFloat16, 16, 0, "IEEE half, not rotated"},
+    {KvFormat::kInt8, "int8", FormatKind::kInt8, 8, 0,
+     "symmetric int8, one fp32 scale per (head, 128-token page), optional robust clamp"},
+    {KvFormat::kTq2, "tq2", FormatKind::kTqMse, 2, 1, "TurboQuant_mse, 2-bit Lloyd-Max codes + fp16 norm"},
+    {KvFormat::kTq3, "tq3", FormatKind::kTqMse, 3, 1, "TurboQuant_mse, 3-bit Lloyd-Max codes + fp16 norm"},
+    {KvFormat::kTq4, "tq4", FormatKind::kTqMse, 4, 1, "TurboQuant_mse, 4-bit Lloyd-Max codes + fp16 norm"},
+    {KvFormat::kTq8, "tq8", FormatKind::kTqMse, 8, 1, "TurboQuant_mse, 8-bit Lloyd-Max codes + fp16 norm"},
+    {KvFormat::kTq2_5, "tq2.5", FormatKind::kTqOutlier, 2, 2,
+     "outlier split: a quarter of the channels at 3 bits, the rest at 2; two fp16 norms"},
+    {KvFormat::kTq3_5, "tq3.5", FormatKind::kTqOutlier, 3, 2,
+     "outlier split: a quarter of the channels at 4 bits, the rest at 3; two fp16 norms"},
+    {KvFormat::kTq3p, "tq3p", FormatKind::kTqProd, 3, 2,
+     "TurboQuant_prod: 2-bit MSE code + 1-bit QJL sketch + fp16 norm and residual norm"},
+    {KvFormat::kTq4p, "tq4p", FormatKind::kTqProd, 4, 2,
+     "TurboQuant_prod: 3-bit MSE code + 1-bit QJL sketch + fp16 norm and residual norm"},
+}};
+
+// Tokens per page (one page = one (sequence, layer, KV head) x up to this many consecutive tokens).
+inline constexpr int kPageTokens = 128;
+// Tokens per code group inside a page: codes are stored dimension-major within groups of this many tokens.
+inline constexpr int kGroupTokens = 16;
+// Supported head dimensions: multiples of 16 in [kMinHeadDim, kMaxHeadDim].
+inline constexpr int kMinHeadDim = 16;
+inline constexpr int kMaxHeadDim = 256;
+
+const FormatInfo& GetFormatInfo(KvFormat format);
+StatusOr<KvFormat> FormatFromName(std::string_view name);
+// Format from a stored id (page header). InvalidArgument for an unknown id.
+StatusOr<KvFormat> FormatFromId(uint8_t id);
+inline std::string_view FormatName(KvFormat format) { return GetFormatInfo(format).name; }
+// True for formats whose codes live in a rotated domain (every tq* format).
+bool IsRotated(KvFormat format);
+
+// InvalidArgument unless `format` supports `head_dim`.
+Status CheckSupported(KvFormat format, int head_dim);
+
+// Number of channels coded with one more bit by the outlier formats: a quarter of head_dim rounded down to a
+// multiple of 8 (16 of 64, 32 of 128, 16 of 80, 24 of 96). 0 for other formats.
+int OutlierChannels(KvFormat format, int head_dim);
+
+// Code bits per vector, norms and scales excluded.
+int CodeBitsPerVector(KvFormat format, int head_dim);
+// Bytes per vector including its norms and its share of the per-page scale (int8); fractional for int8.
+double BytesPerVector(KvFormat format, int head_dim);
+// Bits per value including norms and scales: 8 * BytesPerVector / head_dim.
+double BitsPerValue(KvFormat format, int head_dim);
+
+}  // namespace tq::kernels

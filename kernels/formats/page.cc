@@ -1,0 +1,180 @@
+#include "kernels/formats/page.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+namespace tq::kernels {
+
+namespace {
+
+// Bytes of one segment inside a 16-token code group: 16 tokens x dims x bits / 8.
+size_t SegmentGroupBytes(int dims, int bits) { return static_cast<size_t>(2) * dims * bits; }
+
+void AddSegment(CodeLayout& layout, int first, int dims, int bits, int norm_slot, CodeDomain domain) {
+  CodeSegment seg{first, dims, bits, norm_slot, domain, layout.group_bytes};
+  layout.segments.push_back(seg);
+  layout.group_bytes += SegmentGroupBytes(dims, bits);
+}
+
+}  // namespace
+
+CodeLayout MakeCodeLayout(KvFormat format, int head_dim) {
+  const FormatInfo& info = GetFormatInfo(format);
+  CodeLayout layout;
+  layout.format = format;
+  layout.head_dim = head_dim;
+  layout.norms = info.norms;
+  switch (info.kind) {
+    case FormatKind::kFloat16:
+      AddSegment(layout, 0, head_dim, 16, -1, CodeDomain::kPlain);
+      break;
+    case FormatKind::kInt8:
+      AddSegment(layout, 0, head_dim, 8, -1, CodeDomain::kPlain);
+      break;
+    case FormatKind::kTqMse:
+      AddSegment(layout, 0, head_dim, info.bits, 0, CodeDomain::kRotated);
+      break;
+    case FormatKind::kTqOutlier: {
+      const int outliers = OutlierChannels(format, head_dim);
+      AddSegment(layout, 0, outliers, info.bits + 1, 0, CodeDomain::kRotated);
+      AddSegment(layout, outliers, head_dim - outliers, info.bits, 1, CodeDomain::kRotated);
+      break;
+    }
+    case FormatKind::kTqProd:
+      AddSegment(layout, 0, head_dim, info.bits - 1, 0, CodeDomain::kRotated);
+      AddSegment(layout, 0, head_dim, 1, 1, CodeDomain::kSketch);
+      break;
+  }
+  layout.norms_offset = kPageHeaderBytes;
+  layout.codes_offset = kPageHeaderBytes + static_cast<size_t>(2) * kPageTokens * layout.norms;
+  layout.page_bytes = layout.codes_offset + layout.group_bytes * (kPageTokens / kGroupTokens);
+  return layout;
+}
+
+StatusOr<size_t> PageBytes(KvFormat format, int head_dim) {
+  TQ_RETURN_IF_ERROR(CheckSupported(format, head_dim));
+  return MakeCodeLayout(format, head_dim).page_bytes;
+}
+
+uint32_t HeaderChecksum(const PageHeader& header) {
+  PageHeader copy = header;
+  copy.checksum = 0;
+  unsigned char bytes[sizeof(PageHeader)];
+  std::memcpy(bytes, &copy, sizeof(bytes));
+  uint32_t hash = 2166136261u;
+  for (unsigned char b : bytes) hash = (hash ^ b) * 16777619u;
+  return hash;
+}
+
+void SealHeader(PageHeader& header) { header.checksum = HeaderChecksum(header); }
+
+Status InitPage(const PageHeader& header, std::span<uint8_t> page) {
+  TQ_ASSIGN_OR_RETURN(KvFormat format, FormatFromId(header.format));
+  TQ_ASSIGN_OR_RETURN(size_t bytes, PageBytes(format, header.head_dim));
+  if (page.size() < bytes) {
+    return InvalidArgumentError("page buffer of " + std::to_string(page.size()) + " bytes, need " +
+                                std::to_string(bytes));
+  }
+  std::memset(page.data(), 0, bytes);
+  PageHeader sealed = header;
+  SealHeader(sealed);
+  std::memcpy(page.data(), &sealed, sizeof(sealed));
+  return Status::Ok();
+}
+
+StatusOr<PageHeader> ReadPageHeader(std::span<const uint8_t> page) {
+  if (page.size() < sizeof(PageHeader)) {
+    return DataLossError("page of " + std::to_string(page.size()) + " bytes is shorter than its header");
+  }
+  PageHeader header;
+  std::memcpy(&header, page.data(), sizeof(header));
+  if (header.magic != kPageMagic) return DataLossError("page header: bad magic");
+  if (header.checksum != HeaderChecksum(header)) return DataLossError("page header: checksum mismatch");
+  if (header.version != kPageVersion) {
+    return DataLossError("page header: unsupported version " + std::to_string(header.version));
+  }
+  StatusOr<KvFormat> format = FormatFromId(header.format);
+  if (!format.ok()) return DataLossError("page header: " + format.status().message());
+  TQ_RETURN_IF_ERROR(CheckSupported(*format, header.head_dim));
+  if (header.num_tokens > kPageTokens) {
+    return DataLossError("page header: " + std::to_string(header.num_tokens) + " tokens > " +
+                         std::to_string(kPageTokens));
+  }
+  if (header.reserved != 0) return DataLossError("page header: reserved field is not zero");
+  const FormatKind kind = GetFormatInfo(*format).kind;
+  if ((header.flags & ~kPageFlagRobustClamp) != 0 || (header.flags != 0 && kind != FormatKind::kInt8)) {
+    return DataLossError("page header: unknown flags");
+  }
+  if (kind == FormatKind::kInt8) {
+    if (!std::isfinite(header.scale) || header.scale < 0.0f) return DataLossError("page header: bad int8 scale");
+  } else if (header.scale != 0.0f) {
+    return DataLossError("page header: scale set for a format without one");
+  }
+  int outliers = 0, stray = 0;
+  for (int c = 0; c < kMaxHeadDim; ++c) {
+    if (!MaskHas(header.outlier_mask, c)) continue;
+    (c < header.head_dim ? outliers : stray) += 1;
+  }
+  if (stray != 0 || outliers != OutlierChannels(*format, header.head_dim)) {
+    return DataLossError("page header: outlier channel set has " + std::to_string(outliers + stray) +
+                         " channels, expected " + std::to_string(OutlierChannels(*format, header.head_dim)));
+  }
+  const size_t bytes = MakeCodeLayout(*format, header.head_dim).page_bytes;
+  if (page.size() < bytes) {
+    return DataLossError("page of " + std::to_string(page.size()) + " bytes, format needs " +
+                         std::to_string(bytes));
+  }
+  return header;
+}
+
+uint32_t GetCode(const uint8_t* group, const CodeSegment& seg, int i, int t) {
+  const uint8_t* base = group + seg.group_offset;
+  switch (seg.bits) {
+    case 1:
+    case 2:
+    case 4:
+    case 8: {
+      const int per_row = 8 / seg.bits;
+      const uint8_t byte = base[(i / per_row) * kGroupTokens + t];
+      return (byte >> ((i % per_row) * seg.bits)) & ((1u << seg.bits) - 1);
+    }
+    case 3: {
+      const uint32_t lo = (base[(i / 4) * kGroupTokens + t] >> ((i % 4) * 2)) & 3u;
+      const uint8_t* hi_plane = base + static_cast<size_t>(kGroupTokens) * (seg.dims / 4);
+      const uint32_t hi = (hi_plane[(i / 8) * kGroupTokens + t] >> (i % 8)) & 1u;
+      return lo | (hi << 2);
+    }
+    default:
+      assert(false && "GetCode: unsupported width");
+      return 0;
+  }
+}
+
+void SetCode(uint8_t* group, const CodeSegment& seg, int i, int t, uint32_t code) {
+  uint8_t* base = group + seg.group_offset;
+  auto put = [](uint8_t& byte, int shift, uint32_t mask, uint32_t value) {
+    byte = static_cast<uint8_t>((byte & ~(mask << shift)) | ((value & mask) << shift));
+  };
+  switch (seg.bits) {
+    case 1:
+    case 2:
+    case 4:
+    case 8: {
+      const int per_row = 8 / seg.bits;
+      put(base[(i / per_row) * kGroupTokens + t], (i % per_row) * seg.bits, (1u << seg.bits) - 1, code);
+      return;
+    }
+    case 3: {
+      put(base[(i / 4) * kGroupTokens + t], (i % 4) * 2, 3u, code);
+      uint8_t* hi_plane = base + static_cast<size_t>(kGroupTokens) * (seg.dims / 4);
+      put(hi_plane[(i / 8) * kGroupTokens + t], i % 8, 1u, code >> 2);
+      return;
+    }
+    default:
+      assert(false && "SetCode: unsupported width");
+  }
+}
+
+}  // namespace tq::kernels

@@ -1,0 +1,34 @@
+// Orthogonal rotations applied to head vectors before TurboQuant coding.
+//
+// HadamardRotation, for dim a power of two: R = H D / sqrt(dim), H the Walsh-Hadamard matrix (fast transform,
+// O(dim log dim)), D a diagonal of seeded random signs.
+// For other dims (48, 80, 96, ...) it is two rounds of R_k = B D_k P_k (k = 1, 2): P_k a seeded random permutation,
+// D_k seeded random signs, B block-diagonal normalized Hadamard with blocks of the binary decomposition of dim,
+// largest first (96 = 64 + 32). The second round's permutation mixes coordinates across the first round's blocks.
+// DenseRotation: a seeded random orthogonal matrix (Gram-Schmidt on a Gaussian matrix), O(dim^2); kept for tests.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace tq::kernels {
+
+class Rotation {
+ public:
+  virtual ~Rotation() = default;
+  virtual int dim() const = 0;
+  // y = R x. x and y: [dim]; they may be the same buffer.
+  virtual void Forward(const float* x, float* y) const = 0;
+  // x = R^T y. x and y: [dim]; they may be the same buffer.
+  virtual void Inverse(const float* y, float* x) const = 0;
+};
+
+// Precondition: dim >= 1.
+std::unique_ptr<Rotation> MakeHadamardRotation(int dim, uint64_t seed);
+std::unique_ptr<Rotation> MakeDenseRotation(int dim, uint64_t seed);
+
+// In-place unnormalized fast Walsh-Hadamard transform of x[n], n a power of two.
+void Fwht(float* x, int n);
+
+}  // namespace tq::kernels
