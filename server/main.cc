@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   // One row per subcommand; each lives in server/cli/cmd_<name>.cc.
   std::vector<tq::cli::Command> commands = {
       tq::cli::AddServeCommand(app),
+      tq::cli::AddFormatsCommand(app),
   };
 
   try {

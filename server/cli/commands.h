@@ -18,5 +18,6 @@ inline constexpr int kExitFailure = 1;       // a runtime error (model fails to 
 inline constexpr int kExitUsage = 2;         // bad flags or configuration
 
 Command AddServeCommand(CLI::App& parent);
+Command AddFormatsCommand(CLI::App& parent);
 
 }  // namespace tq::cli
