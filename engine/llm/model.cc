@@ -1,0 +1,183 @@
+#include "engine/llm/model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/matmul.h"
+
+namespace tq::engine {
+namespace {
+
+// y[b] = W x[b] for b in [0, batch), rows split over the pool. x: [batch, w.cols], y: [batch, w.rows].
+void MatMul(const Weight& w, const float* x, int64_t batch, float* y, ThreadPool& pool) {
+  kernels::MatMulArgs args;
+  args.type = w.type;
+  args.w = w.data;
+  args.row_bytes = w.row_bytes;
+  args.cols = w.cols;
+  args.x = x;
+  args.batch = batch;
+  args.y = y;
+  args.y_stride = w.rows;
+  pool.ParallelFor(w.rows, [&](int64_t begin, int64_t end, int) {
+    thread_local std::vector<float> scratch;
+    if (scratch.size() < static_cast<size_t>(w.cols)) scratch.resize(w.cols);
+    kernels::MatMulRows(args, begin, end, scratch.data());
+  });
+}
+
+const float* F32(const Weight& w) { return reinterpret_cast<const float*>(w.data); }
+
+// out[b] = x[b] / rms(x[b]) * gain, rows of n.
+void RmsNorm(const float* x, const float* gain, int64_t batch, int64_t n, float eps, float* out) {
+  for (int64_t b = 0; b < batch; ++b) {
+    const float* xb = x + b * n;
+    double ss = 0;
+    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(xb[i]) * xb[i];
+    const float scale = 1.0f / std::sqrt(static_cast<float>(ss / n) + eps);
+    float* ob = out + b * n;
+    for (int64_t i = 0; i < n; ++i) ob[i] = xb[i] * scale * gain[i];
+  }
+}
+
+void AddBias(float* y, const Weight& bias, int64_t batch) {
+  if (!bias.present()) return;
+  const float* bv = F32(bias);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t i = 0; i < bias.cols; ++i) y[b * bias.cols + i] += bv[i];
+  }
+}
+
+// Rotates each head of x ([n_heads, head_dim]) by position `pos`.
+void Rope(float* x, int n_heads, int head_dim, int n_rot, int pos, float base, RopeStyle style) {
+  const int half = n_rot / 2;
+  for (int i = 0; i < half; ++i) {
+    const double theta = pos * std::pow(static_cast<double>(base), -2.0 * i / n_rot);
+    const float c = static_cast<float>(std::cos(theta)), s = static_cast<float>(std::sin(theta));
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + h * head_dim;
+      const int a = style == RopeStyle::kAdjacent ? 2 * i : i;
+      const int b = style == RopeStyle::kAdjacent ? 2 * i + 1 : i + half;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * c - x1 * s;
+      v[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
+// Causal attention of one query head over positions [0, pos] of a sequence. q, out: [head_dim].
+void AttendHead(const SequenceKv& kv, int layer, int kv_head, int head_dim, int n_kv_heads, const float* q,
+                int pos, float* scores, float* out) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  float max_score = -INFINITY;
+  for (int t = 0; t <= pos; ++t) {
+    scores[t] = kernels::DotF32(q, kv.k(layer, t) + kv_head * head_dim, head_dim) * scale;
+    max_score = std::max(max_score, scores[t]);
+  }
+  double sum = 0;
+  for (int t = 0; t <= pos; ++t) {
+    scores[t] = std::exp(scores[t] - max_score);
+    sum += scores[t];
+  }
+  std::fill(out, out + head_dim, 0.0f);
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int t = 0; t <= pos; ++t) {
+    kernels::AxpyF32(scores[t] * inv, kv.v(layer, t) + kv_head * head_dim, out, head_dim);
+  }
+  (void)n_kv_heads;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Model>> Model::Open(const std::string& path) {
+  std::unique_ptr<Model> m(new Model());
+  TQ_ASSIGN_OR_RETURN(m->gguf_, GgufFile::Open(path));
+  TQ_ASSIGN_OR_RETURN(m->hp_, ReadHParams(*m->gguf_));
+  if (m->hp_.name.empty()) m->hp_.name = path.substr(path.find_last_of('/') + 1);
+  TQ_ASSIGN_OR_RETURN(m->weights_, BindWeights(*m->gguf_, m->hp_));
+  return m;
+}
+
+Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::vector<float>* logits) const {
+  const HParams& hp = hp_;
+  const int64_t B = static_cast<int64_t>(batch.size());
+  const int64_t E = hp.n_embd, D = hp.head_dim;
+  const int64_t q_dim = int64_t{hp.n_heads} * D, kv_dim = int64_t{hp.n_kv_heads} * D;
+  const int group = hp.n_heads / hp.n_kv_heads;
+  int max_pos = 0;
+  for (const BatchToken& t : batch) {
+    if (t.token < 0 || t.token >= hp.vocab_size) {
+      return InvalidArgumentError("token id " + std::to_string(t.token) + " is outside the vocabulary [0, " +
+                                  std::to_string(hp.vocab_size) + ")");
+    }
+    if (t.kv == nullptr || t.pos < 0 || t.pos >= t.kv->n_ctx()) {
+      return OutOfRangeError("position " + std::to_string(t.pos) + " is outside the sequence's context of " +
+                             std::to_string(t.kv ? t.kv->n_ctx() : 0) + " tokens");
+    }
+    max_pos = std::max(max_pos, t.pos);
+  }
+
+  std::vector<float> x(B * E), xn(B * E), q(B * q_dim), k(B * kv_dim), v(B * kv_dim), attn(B * q_dim);
+  std::vector<float> gate(B * hp.n_ff), up(B * hp.n_ff), tmp(B * E);
+  for (int64_t b = 0; b < B; ++b) {
+    const Weight& emb = weights_.token_embd;
+    kernels::DecodeRow(emb.type, emb.data + batch[b].token * emb.row_bytes, E, x.data() + b * E);
+  }
+
+  for (int l = 0; l < hp.n_layers; ++l) {
+    const LayerWeights& L = weights_.layers[l];
+    RmsNorm(x.data(), F32(L.attn_norm), B, E, hp.rms_eps, xn.data());
+    MatMul(L.wq, xn.data(), B, q.data(), pool);
+    MatMul(L.wk, xn.data(), B, k.data(), pool);
+    MatMul(L.wv, xn.data(), B, v.data(), pool);
+    AddBias(q.data(), L.bq, B);
+    AddBias(k.data(), L.bk, B);
+    AddBias(v.data(), L.bv, B);
+    for (int64_t b = 0; b < B; ++b) {
+      Rope(q.data() + b * q_dim, hp.n_heads, D, hp.n_rot, batch[b].pos, hp.rope_base, hp.arch->rope);
+      Rope(k.data() + b * kv_dim, hp.n_kv_heads, D, hp.n_rot, batch[b].pos, hp.rope_base, hp.arch->rope);
+      std::copy_n(k.data() + b * kv_dim, kv_dim, batch[b].kv->k(l, batch[b].pos));
+      std::copy_n(v.data() + b * kv_dim, kv_dim, batch[b].kv->v(l, batch[b].pos));
+    }
+    // One work item per (token, query head).
+    pool.ParallelFor(B * hp.n_heads, [&](int64_t begin, int64_t end, int) {
+      thread_local std::vector<float> scores;
+      if (scores.size() < static_cast<size_t>(max_pos + 1)) scores.resize(max_pos + 1);
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t b = item / hp.n_heads;
+        const int h = static_cast<int>(item % hp.n_heads);
+        AttendHead(*batch[b].kv, l, h / group, static_cast<int>(D), hp.n_kv_heads, q.data() + b * q_dim + h * D,
+                   batch[b].pos, scores.data(), attn.data() + b * q_dim + h * D);
+      }
+    });
+    MatMul(L.wo, attn.data(), B, tmp.data(), pool);
+    for (int64_t i = 0; i < B * E; ++i) x[i] += tmp[i];
+
+    RmsNorm(x.data(), F32(L.ffn_norm), B, E, hp.rms_eps, xn.data());
+    MatMul(L.w_gate, xn.data(), B, gate.data(), pool);
+    MatMul(L.w_up, xn.data(), B, up.data(), pool);
+    for (int64_t i = 0; i < B * hp.n_ff; ++i) {
+      const float g = gate[i];
+      gate[i] = g / (1.0f + std::exp(-g)) * up[i];  // SwiGLU: silu(gate) * up
+    }
+    MatMul(L.w_down, gate.data(), B, tmp.data(), pool);
+    for (int64_t i = 0; i < B * E; ++i) x[i] += tmp[i];
+  }
+
+  // Logits only for the tokens that want them.
+  std::vector<float> rows;
+  for (int64_t b = 0; b < B; ++b) {
+    if (batch[b].want_logits) rows.insert(rows.end(), x.begin() + b * E, x.begin() + (b + 1) * E);
+  }
+  const int64_t n_out = static_cast<int64_t>(rows.size()) / E;
+  logits->assign(n_out * hp.vocab_size, 0.0f);
+  if (n_out > 0) {
+    std::vector<float> normed(rows.size());
+    RmsNorm(rows.data(), F32(weights_.output_norm), n_out, E, hp.rms_eps, normed.data());
+    MatMul(weights_.output, normed.data(), n_out, logits->data(), pool);
+  }
+  for (const BatchToken& t : batch) t.kv->set_n_tokens(std::max(t.kv->n_tokens(), t.pos + 1));
+  return Status::Ok();
+}
+
+}  // namespace tq::engine

@@ -1,0 +1,48 @@
+// A LLaMA-family model on the CPU: the GGUF file, its hyperparameters and weights, and the batched forward pass.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/llm/hparams.h"
+#include "engine/llm/kv_cache.h"
+#include "engine/llm/thread_pool.h"
+#include "engine/llm/weights.h"
+#include "engine/model/gguf.h"
+
+namespace tq::engine {
+
+// One token of a forward batch: it attends to positions [0, pos] of its sequence's KV.
+struct BatchToken {
+  int32_t token = 0;
+  int pos = 0;              // position in the sequence; KV rows [0, pos) must be filled already or in this batch
+  SequenceKv* kv = nullptr;
+  bool want_logits = false;
+};
+
+class Model {
+ public:
+  static StatusOr<std::unique_ptr<Model>> Open(const std::string& path);
+
+  const HParams& hparams() const { return hp_; }
+  const GgufFile& gguf() const { return *gguf_; }
+  uint64_t weight_bytes() const { return weights_.total_bytes; }
+
+  // Runs the batch through the model, writing K/V of every token into its sequence and, for each token with
+  // want_logits, vocab_size logits into `logits` (in batch order, rows of vocab_size floats).
+  // Tokens of one sequence must come in increasing position order. Errors: a token id outside the vocabulary,
+  // a position outside the sequence's context.
+  Status Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::vector<float>* logits) const;
+
+ private:
+  Model() = default;
+
+  std::unique_ptr<GgufFile> gguf_;
+  HParams hp_;
+  ModelWeights weights_;
+};
+
+}  // namespace tq::engine
