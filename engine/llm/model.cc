@@ -116,6 +116,7 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     }
     max_pos = std::max(max_pos, t.pos);
   }
+  for (const BatchToken& t : batch) TQ_RETURN_IF_ERROR(t.kv->Reserve(t.pos + 1));
 
   std::vector<float> x(B * E), xn(B * E), q(B * q_dim), k(B * kv_dim), v(B * kv_dim), attn(B * q_dim);
   std::vector<float> gate(B * hp.n_ff), up(B * hp.n_ff), tmp(B * E);

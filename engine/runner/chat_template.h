@@ -1,0 +1,39 @@
+// Chat templates: the prompt text for a list of messages, in the format the model was tuned on. The format is
+// recognised from the GGUF's tokenizer.chat_template string (a Jinja template; tqserve does not run Jinja, it
+// recognises the known formats by their markers) or named in the configuration.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tq::engine {
+
+enum class ChatFormat { kChatMl, kLlama3, kMistral };
+
+struct ChatMessage {
+  std::string role;  // system | user | assistant
+  std::string content;
+};
+
+// "chatml", "llama3", "mistral".
+std::string_view ChatFormatName(ChatFormat format);
+StatusOr<ChatFormat> ParseChatFormat(std::string_view name);
+
+struct ChatTemplate {
+  ChatFormat format = ChatFormat::kChatMl;
+  std::string default_system;  // inserted when the conversation has no system message (ChatML templates may say)
+};
+
+// The format whose markers the template uses, and a default system message when the template inserts one
+// (`{% if ... != 'system' %}{{ '<|im_start|>system\n...<|im_end|>' }}`). invalid_argument naming the supported
+// formats when none matches.
+StatusOr<ChatTemplate> DetectChatTemplate(std::string_view jinja_template);
+
+// The prompt for `messages`, ending with the opening of the assistant's turn. BOS is not included (the
+// tokenizer adds it as the model's metadata says). Errors: no messages, an unknown role.
+StatusOr<std::string> RenderChat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages);
+
+}  // namespace tq::engine

@@ -1,0 +1,313 @@
+#include "engine/runner/engine.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "engine/runner/text_stream.h"
+
+namespace tq::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+}  // namespace
+
+std::string_view FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAborted: return "abort";
+    case FinishReason::kShutdown: return "shutdown";
+    case FinishReason::kError: return "error";
+  }
+  return "unknown";
+}
+
+struct Engine::Sequence {
+  Sequence(GenerateRequest r, EventSink s, const HParams& hp, int ctx)
+      : req(std::move(r)), sink(std::move(s)), kv(hp, ctx), sampler(req.sampling), text(req.stop) {}
+
+  GenerateRequest req;
+  EventSink sink;
+  SequenceKv kv;
+  Sampler sampler;
+  TextStream text;
+  std::vector<int32_t> tokens;  // prompt, then generated tokens
+  int n_prompt = 0;
+  int n_computed = 0;           // tokens[0, n_computed) have their KV in the cache
+  uint64_t order = 0;           // FCFS among equal priorities
+  Clock::time_point submitted, admitted, first_token;
+  bool done = false;
+};
+
+StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+  std::unique_ptr<Engine> e(new Engine());
+  e->options_ = options;
+  TQ_ASSIGN_OR_RETURN(e->model_, Model::Open(options.model_path));
+  TQ_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::FromGguf(e->model_->gguf()));
+  const int trained = e->model_->hparams().n_ctx_train;
+  e->ctx_size_ = options.ctx_size > 0 ? options.ctx_size : trained;
+  if (e->ctx_size_ > trained) {
+    spdlog::warn("context {} is longer than the model's trained context {}", e->ctx_size_, trained);
+  }
+  e->pool_ = std::make_unique<ThreadPool>(options.threads);
+  e->thread_ = std::thread([raw = e.get()] { raw->Loop(); });
+  return e;
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    cancel_all_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status Engine::Submit(GenerateRequest request, EventSink sink) {
+  if (request.prompt.empty()) return InvalidArgumentError("the prompt is empty");
+  if (static_cast<int>(request.prompt.size()) >= ctx_size_) {
+    return InvalidArgumentError("the prompt has " + std::to_string(request.prompt.size()) +
+                                " tokens; the context is " + std::to_string(ctx_size_) +
+                                " tokens and must leave room for at least one generated token");
+  }
+  for (int32_t t : request.prompt) {
+    if (t < 0 || t >= model_->hparams().vocab_size) {
+      return InvalidArgumentError("prompt token id " + std::to_string(t) + " is outside the vocabulary");
+    }
+  }
+  TQ_RETURN_IF_ERROR(ValidateSamplingParams(request.sampling));
+  if (request.max_tokens < 0) return InvalidArgumentError("max_tokens must be >= 0");
+  if (request.top_logprobs < 0 || request.top_logprobs > 20) {
+    return InvalidArgumentError("top_logprobs must be in [0, 20]");
+  }
+  auto seq = std::make_unique<Sequence>(std::move(request), std::move(sink), model_->hparams(), ctx_size_);
+  seq->tokens = seq->req.prompt;
+  seq->n_prompt = static_cast<int>(seq->tokens.size());
+  seq->submitted = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!admitting_ || stop_) return UnavailableError("the server is draining and admits no new requests");
+    if (static_cast<int>(waiting_.size()) >= options_.max_waiting) {
+      return ResourceExhaustedError("the request queue is full (" + std::to_string(waiting_.size()) + " waiting)");
+    }
+    if (ids_.count(seq->req.id) != 0) return InvalidArgumentError("request id '" + seq->req.id + "' is in use");
+    ids_[seq->req.id] = 1;
+    seq->order = ++next_order_;
+    // Keep waiting_ sorted: higher priority first, then arrival.
+    auto at = std::find_if(waiting_.begin(), waiting_.end(),
+                           [&](const auto& w) { return w->req.priority < seq->req.priority; });
+    waiting_.insert(at, std::move(seq));
+    ++stats_.waiting;
+  }
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+bool Engine::Abort(const std::string& id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ids_.count(id) == 0) return false;
+    aborts_.push_back(id);
+  }
+  cv_.notify_all();
+  return true;
+}
+
+void Engine::StopAdmitting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  admitting_ = false;
+}
+
+void Engine::CancelAll() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancel_all_ = true;
+  }
+  cv_.notify_all();
+}
+
+EngineStats Engine::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void Engine::Finish(Sequence& seq, FinishReason reason, Status error) {
+  if (seq.done) return;
+  seq.done = true;
+  const Clock::time_point now = Clock::now();
+  GenerateEvent ev;
+  ev.text = reason == FinishReason::kStop || reason == FinishReason::kLength ? seq.text.Flush() : "";
+  ev.final = true;
+  ev.finish_reason = reason;
+  ev.error = std::move(error);
+  ev.usage.prompt_tokens = seq.n_prompt;
+  ev.usage.completion_tokens = static_cast<int>(seq.tokens.size()) - seq.n_prompt;
+  const bool started = seq.admitted != Clock::time_point{};
+  const bool produced = seq.first_token != Clock::time_point{};
+  ev.timings.queue_seconds = Seconds(seq.submitted, started ? seq.admitted : now);
+  ev.timings.total_seconds = Seconds(seq.submitted, now);
+  if (produced) {
+    ev.timings.time_to_first_token_seconds = Seconds(seq.submitted, seq.first_token);
+    const double prefill = Seconds(seq.admitted, seq.first_token);
+    if (prefill > 0) ev.timings.prompt_tokens_per_second = seq.n_prompt / prefill;
+    const double decode = Seconds(seq.first_token, now);
+    if (decode > 0 && ev.usage.completion_tokens > 1) {
+      ev.timings.generated_tokens_per_second = (ev.usage.completion_tokens - 1) / decode;
+    }
+  }
+  seq.sink(std::move(ev));
+  std::lock_guard<std::mutex> lock(mu_);
+  ids_.erase(seq.req.id);
+}
+
+void Engine::Admit() {
+  std::lock_guard<std::mutex> lock(mu_);
+  while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_running) {
+    waiting_.front()->admitted = Clock::now();
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+}
+
+bool Engine::Step() {
+  // Aborts and cancellation first, so their pages go within one step.
+  std::vector<std::string> aborts;
+  bool cancel_all;
+  std::deque<std::unique_ptr<Sequence>> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborts.swap(aborts_);
+    cancel_all = cancel_all_;
+    cancel_all_ = false;
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      const bool hit = cancel_all || std::find(aborts.begin(), aborts.end(), (*it)->req.id) != aborts.end();
+      if (hit) {
+        dropped.push_back(std::move(*it));
+        it = waiting_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& seq : dropped) Finish(*seq, cancel_all ? FinishReason::kShutdown : FinishReason::kAborted);
+  for (auto& seq : running_) {
+    if (cancel_all) Finish(*seq, FinishReason::kShutdown);
+    if (std::find(aborts.begin(), aborts.end(), seq->req.id) != aborts.end()) Finish(*seq, FinishReason::kAborted);
+  }
+  std::erase_if(running_, [](const auto& s) { return s->done; });
+  Admit();
+  if (running_.empty()) return !dropped.empty();
+
+  // Batch: every decoding sequence's next token, then prefill chunks under the remaining budget.
+  std::vector<BatchToken> batch;
+  std::vector<Sequence*> logit_owner;  // sequence of each logits row
+  int budget = options_.max_batch_tokens;
+  for (auto& seq : running_) {
+    if (seq->n_computed < seq->n_prompt || budget <= 0) continue;
+    batch.push_back({seq->tokens[seq->n_computed], seq->n_computed, &seq->kv, true});
+    logit_owner.push_back(seq.get());
+    --budget;
+  }
+  for (auto& seq : running_) {
+    if (seq->n_computed >= seq->n_prompt || budget <= 0) continue;
+    const int chunk = std::min(budget, seq->n_prompt - seq->n_computed);
+    for (int i = 0; i < chunk; ++i) {
+      const int pos = seq->n_computed + i;
+      const bool last = pos == seq->n_prompt - 1;
+      batch.push_back({seq->tokens[pos], pos, &seq->kv, last});
+      if (last) logit_owner.push_back(seq.get());
+    }
+    budget -= chunk;
+  }
+  if (batch.empty()) return false;
+
+  std::vector<float> logits;
+  Status s = model_->Forward(batch, *pool_, &logits);
+  if (!s.ok()) {
+    spdlog::error("forward pass failed: {}", s.ToString());
+    for (auto& seq : running_) Finish(*seq, FinishReason::kError, s);
+    std::erase_if(running_, [](const auto& q) { return q->done; });
+    return true;
+  }
+  uint64_t prompt_tokens = 0;
+  for (const BatchToken& t : batch) {
+    for (auto& seq : running_) {
+      if (&seq->kv == t.kv) {
+        seq->n_computed = std::max(seq->n_computed, t.pos + 1);
+        if (t.pos < seq->n_prompt) ++prompt_tokens;
+      }
+    }
+  }
+
+  const int V = model_->hparams().vocab_size;
+  uint64_t generated = 0;
+  for (size_t row = 0; row < logit_owner.size(); ++row) {
+    Sequence& seq = *logit_owner[row];
+    std::span<float> l(logits.data() + row * V, V);
+    GeneratedToken out;
+    GenerateEvent ev;
+    if (seq.req.logprobs || seq.req.top_logprobs > 0) {
+      // Log-probabilities of the model's distribution, before penalties and temperature.
+      std::vector<float> raw(l.begin(), l.end());
+      out.id = seq.sampler.Sample(l, seq.tokens);
+      out.logprob = LogprobOf(raw, out.id).logprob;
+      out.top = TopLogprobs(raw, seq.req.top_logprobs);
+    } else {
+      out.id = seq.sampler.Sample(l, seq.tokens);
+    }
+    ++generated;
+    if (seq.first_token == Clock::time_point{}) seq.first_token = Clock::now();
+    seq.tokens.push_back(out.id);
+    const bool eog = !seq.req.ignore_eos && tokenizer_->IsEndOfGeneration(out.id);
+    const bool stop_token =
+        std::find(seq.req.stop_tokens.begin(), seq.req.stop_tokens.end(), out.id) != seq.req.stop_tokens.end();
+    if (!eog && !stop_token) ev.text = seq.text.Push(tokenizer_->TokenToPiece(out.id));
+    ev.tokens.push_back(std::move(out));
+    const int n_gen = static_cast<int>(seq.tokens.size()) - seq.n_prompt;
+    FinishReason reason = FinishReason::kNone;
+    if (eog || stop_token || seq.text.stopped()) {
+      reason = FinishReason::kStop;
+    } else if ((seq.req.max_tokens > 0 && n_gen >= seq.req.max_tokens) ||
+               static_cast<int>(seq.tokens.size()) >= ctx_size_) {
+      reason = FinishReason::kLength;
+    }
+    seq.sink(std::move(ev));
+    if (reason != FinishReason::kNone) Finish(seq, reason);
+  }
+  std::erase_if(running_, [](const auto& q) { return q->done; });
+
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.steps;
+  stats_.prompt_tokens_total += prompt_tokens;
+  stats_.generated_tokens_total += generated;
+  stats_.running = static_cast<int>(running_.size());
+  stats_.waiting = static_cast<int>(waiting_.size());
+  uint64_t kv = 0;
+  for (const auto& seq : running_) kv += seq->kv.bytes();
+  stats_.kv_bytes = kv;
+  return true;
+}
+
+void Engine::Loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || cancel_all_ || !aborts_.empty() || !waiting_.empty() || !running_.empty(); });
+      if (stop_ && waiting_.empty() && running_.empty() && !cancel_all_) return;
+    }
+    Step();
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.running = static_cast<int>(running_.size());
+    stats_.waiting = static_cast<int>(waiting_.size());
+    if (stop_ && waiting_.empty() && running_.empty()) return;
+  }
+}
+
+}  // namespace tq::engine

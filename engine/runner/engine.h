@@ -1,0 +1,96 @@
+// The engine: one loop that schedules every step (continuous batching with chunked prefill under a token budget),
+// runs the model forward on a thread pool, samples, and streams tokens to each request's sink.
+// The server's only view of the engine: front ends include this header and request.h.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/llm/model.h"
+#include "engine/runner/request.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace tq::engine {
+
+struct EngineOptions {
+  std::string model_path;
+  int threads = 0;             // 0 = all cores
+  int ctx_size = 0;            // per sequence; 0 = the model's trained context
+  int max_batch_tokens = 512;  // tokens per step: decodes first, then prefill chunks
+  int max_running = 32;        // sequences decoding at once
+  int max_waiting = 1024;      // queued requests beyond which Submit() says resource_exhausted
+};
+
+struct EngineStats {
+  int running = 0;
+  int waiting = 0;
+  uint64_t kv_bytes = 0;             // KV held by live sequences
+  uint64_t steps = 0;
+  uint64_t prompt_tokens_total = 0;
+  uint64_t generated_tokens_total = 0;
+};
+
+class Engine {
+ public:
+  // Loads the model and tokenizer and starts the engine thread.
+  static StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+  ~Engine();  // cancels everything still running (kShutdown) and joins the thread
+
+  // Queues a request. Errors (nothing is queued): invalid_argument (empty prompt, prompt longer than the
+  // context, bad sampling parameters, duplicate id), unavailable (draining), resource_exhausted (queue full).
+  // On success the sink receives events until one with `final`.
+  Status Submit(GenerateRequest request, EventSink sink);
+
+  // Cancels a waiting or running request; its final event has kAborted and its KV is freed within one step.
+  // False when no live request has that id.
+  bool Abort(const std::string& id);
+
+  // Stops admitting new requests (Submit() returns unavailable); running and waiting ones continue.
+  void StopAdmitting();
+  // Ends every live request with kShutdown.
+  void CancelAll();
+
+  EngineStats Stats() const;
+  const Model& model() const { return *model_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  int ctx_size() const { return ctx_size_; }
+
+ private:
+  struct Sequence;
+
+  Engine() = default;
+  void Loop();
+  bool Step();  // one scheduling step; false when there was nothing to do
+  void Admit();
+  void Finish(Sequence& seq, FinishReason reason, Status error = Status::Ok());
+
+  EngineOptions options_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ThreadPool> pool_;
+  int ctx_size_ = 0;
+
+  mutable std::mutex mu_;  // guards waiting_, aborts_, ids_, stop_, admitting_, stats_
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::string> aborts_;
+  std::unordered_map<std::string, int> ids_;  // live request ids
+  bool stop_ = false;
+  bool cancel_all_ = false;
+  bool admitting_ = true;
+  uint64_t next_order_ = 0;
+  EngineStats stats_;
+
+  std::vector<std::unique_ptr<Sequence>> running_;  // engine thread only
+  std::thread thread_;
+};
+
+}  // namespace tq::engine

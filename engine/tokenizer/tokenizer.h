@@ -1,0 +1,102 @@
+// Tokenizers built from a GGUF file's tokenizer.ggml.* metadata:
+//   model "llama": SentencePiece-style BPE (merge the adjacent pair whose merged token has the highest score),
+//                  byte fallback to <0xXX> tokens, optional leading-space prefix, ' ' escaped as U+2581.
+//   model "gpt2":  byte-level BPE (GPT-2 byte-to-unicode alphabet, merges ranked by tokenizer.ggml.merges) after
+//                  a pre-tokenizer chosen by tokenizer.ggml.pre (pretokenize.h).
+// Ids match llama.cpp's on its test vectors (tests/unit/engine/tokenizer_test.cc).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/model/gguf.h"
+#include "engine/tokenizer/pretokenize.h"
+
+namespace tq::engine {
+
+using TokenId = int32_t;
+inline constexpr TokenId kNoToken = -1;
+
+// tokenizer.ggml.token_type values.
+enum class TokenType : int32_t {
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,      // BOS, EOS, chat markers: text only when asked for special tokens
+  kUserDefined = 4,  // always matched as a whole in input text, printed as is
+  kUnused = 5,
+  kByte = 6,         // <0xXX> byte-fallback tokens
+};
+
+enum class TokenizerKind { kSentencePiece, kByteLevelBpe };
+
+struct EncodeOptions {
+  bool add_special = true;     // BOS (and EOS) as the metadata's add_bos_token / add_eos_token say
+  bool parse_special = false;  // control tokens written in the text (e.g. "<|im_start|>") become their ids
+};
+
+struct DecodeOptions {
+  bool remove_special = false;   // drop a leading BOS / trailing EOS that encoding added
+  bool unparse_special = false;  // print control tokens' text instead of nothing
+};
+
+class Tokenizer {
+ public:
+  // Reads tokenizer.ggml.{model,pre,tokens,scores,token_type,merges,*_token_id,add_*}. Errors name the key.
+  static StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const GgufFile& gguf);
+
+  std::vector<TokenId> Encode(std::string_view text, const EncodeOptions& options = {}) const;
+
+  // The bytes of one token (may be part of a UTF-8 sequence).
+  std::string TokenToPiece(TokenId id, bool unparse_special = false) const;
+  std::string Decode(std::span<const TokenId> ids, const DecodeOptions& options = {}) const;
+
+  TokenizerKind kind() const { return kind_; }
+  std::string_view model_name() const { return kind_ == TokenizerKind::kSentencePiece ? "llama" : "gpt2"; }
+  std::string_view pre_name() const { return pre_name_; }
+  int32_t vocab_size() const { return static_cast<int32_t>(tokens_.size()); }
+  const std::string& token_text(TokenId id) const { return tokens_[static_cast<size_t>(id)]; }
+  TokenType token_type(TokenId id) const { return types_[static_cast<size_t>(id)]; }
+  TokenId TextToToken(std::string_view text) const;  // kNoToken when absent
+
+  TokenId bos() const { return bos_; }
+  TokenId eos() const { return eos_; }
+  TokenId unk() const { return unk_; }
+  TokenId pad() const { return pad_; }
+  bool add_bos() const { return add_bos_; }
+  bool add_eos() const { return add_eos_; }
+  bool add_space_prefix() const { return add_space_prefix_; }
+  // End of generation: EOS, EOT, EOM and the control tokens that end a turn in known chat formats.
+  bool IsEndOfGeneration(TokenId id) const;
+  std::span<const TokenId> end_of_generation() const { return eog_; }
+
+ private:
+  Tokenizer() = default;
+  Status Load(const GgufFile& gguf);
+  // Splits text into raw-text pieces and special tokens (user-defined ones always; control ones with parse_special).
+  void EncodeText(std::string_view text, bool parse_special, std::vector<TokenId>* out) const;
+  void EncodeSpm(std::string_view text, std::vector<TokenId>* out) const;
+  void EncodeBpe(std::string_view text, std::vector<TokenId>* out) const;
+  void EncodeBpeWord(std::string_view word, std::vector<TokenId>* out) const;
+  TokenId ByteToken(uint8_t byte) const;
+
+  TokenizerKind kind_ = TokenizerKind::kSentencePiece;
+  PreTokenizer pre_ = PreTokenizer::kGpt2;
+  std::string pre_name_;
+  std::vector<std::string> tokens_;
+  std::vector<float> scores_;
+  std::vector<TokenType> types_;
+  std::unordered_map<std::string_view, TokenId> token_ids_;  // views into tokens_
+  std::unordered_map<std::string, int32_t> merge_ranks_;     // "left right" -> rank (BPE)
+  std::vector<TokenId> specials_;  // control, user-defined and unknown tokens, longest text first
+  std::vector<TokenId> eog_;
+  TokenId bos_ = kNoToken, eos_ = kNoToken, unk_ = kNoToken, pad_ = kNoToken;
+  bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;
+};
+
+}  // namespace tq::engine

@@ -1,0 +1,208 @@
+// Tokenizers against llama.cpp's test vectors (../shared/data/tokenizer: .inp strings separated by lines
+// "__ggml_vocab_test__", .out expected ids one line per string, encoded without BOS and without parsing special
+// tokens), plus the stories260K and SmolLM2 vocabularies.
+#include "engine/tokenizer/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "engine/tokenizer/byte_level.h"
+#include "engine/tokenizer/pretokenize.h"
+#include "tests/unit/engine/gguf_builder.h"
+#include "tests/unit/engine/test_paths.h"
+
+namespace tq::engine {
+namespace {
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Case {
+  std::string text;
+  std::vector<TokenId> ids;
+};
+
+std::vector<Case> LoadCases(const std::string& vocab) {
+  const std::string inp = ReadText(vocab + ".inp");
+  const std::string outp = ReadText(vocab + ".out");
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<Case> cases;
+  for (size_t start = 0; start < inp.size();) {
+    size_t end = inp.find(sep, start);
+    if (end == std::string::npos) end = inp.size();
+    cases.push_back({inp.substr(start, end - start), {}});
+    start = end + sep.size();
+  }
+  std::istringstream lines(outp);
+  std::string line;
+  for (Case& c : cases) {
+    std::getline(lines, line);
+    std::istringstream ids(line);
+    TokenId id;
+    while (ids >> id) c.ids.push_back(id);
+  }
+  return cases;
+}
+
+std::string Show(const std::vector<TokenId>& ids) {
+  std::string s;
+  for (TokenId id : ids) s += std::to_string(id) + " ";
+  return s;
+}
+
+void CheckVectors(const std::string& vocab, bool round_trip_exact) {
+  TQ_SKIP_IF_MISSING(vocab);
+  auto gguf = GgufFile::Open(vocab);
+  ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
+  auto tok = Tokenizer::FromGguf(**gguf);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  const std::vector<Case> cases = LoadCases(vocab);
+  ASSERT_GT(cases.size(), 40u);
+  int failures = 0;
+  for (const Case& c : cases) {
+    const std::vector<TokenId> ids = (*tok)->Encode(c.text, {.add_special = false, .parse_special = false});
+    EXPECT_EQ(Show(ids), Show(c.ids)) << "text: '" << c.text << "'";
+    failures += ids != c.ids;
+    if (round_trip_exact) {
+      EXPECT_EQ((*tok)->Decode(ids), c.text);
+    }
+  }
+  EXPECT_EQ(failures, 0) << "of " << cases.size();
+}
+
+TEST(TokenizerTest, LlamaSpmVectors) { CheckVectors(testing::SharedPath("data/tokenizer/ggml-vocab-llama-spm.gguf"), true); }
+
+TEST(TokenizerTest, Gpt2Vectors) { CheckVectors(testing::SharedPath("data/tokenizer/ggml-vocab-gpt-2.gguf"), true); }
+
+TEST(TokenizerTest, SpmSpecialsAndBytes) {
+  const std::string vocab = testing::SharedPath("data/tokenizer/ggml-vocab-llama-spm.gguf");
+  TQ_SKIP_IF_MISSING(vocab);
+  auto gguf = GgufFile::Open(vocab);
+  ASSERT_TRUE(gguf.ok());
+  auto tok = Tokenizer::FromGguf(**gguf);
+  ASSERT_TRUE(tok.ok());
+  const Tokenizer& t = **tok;
+  EXPECT_EQ(t.kind(), TokenizerKind::kSentencePiece);
+  EXPECT_EQ(t.bos(), 1);
+  EXPECT_EQ(t.eos(), 2);
+  EXPECT_TRUE(t.add_bos());
+  EXPECT_TRUE(t.IsEndOfGeneration(2));
+  // BOS from metadata; "</s>" in text is only a token when special tokens are parsed.
+  EXPECT_EQ(t.Encode("Hello world"), (std::vector<TokenId>{1, 15043, 3186}));
+  std::vector<TokenId> parsed = t.Encode("Hi</s>", {.add_special = false, .parse_special = true});
+  EXPECT_EQ(parsed.back(), 2);
+  std::vector<TokenId> raw = t.Encode("Hi</s>", {.add_special = false, .parse_special = false});
+  EXPECT_NE(raw.back(), 2);
+  // Byte fallback: a character outside the vocabulary comes back through <0xXX> tokens.
+  const std::string rare = "\xF0\x9F\xA6\x99";  // U+1F999
+  std::vector<TokenId> ids = t.Encode(rare, {.add_special = false});
+  EXPECT_GE(ids.size(), 4u);
+  EXPECT_EQ(t.Decode(ids), rare);
+  EXPECT_EQ(t.Decode(t.Encode("Hello world"), {.remove_special = true}), "Hello world");
+  EXPECT_EQ(t.TokenToPiece(1, /*unparse_special=*/true), "<s>");
+  EXPECT_EQ(t.TokenToPiece(1), "");
+}
+
+TEST(TokenizerTest, Stories260K) {
+  TQ_SKIP_IF_MISSING(testing::Stories260KPath());
+  auto gguf = GgufFile::Open(testing::Stories260KPath());
+  ASSERT_TRUE(gguf.ok());
+  auto tok = Tokenizer::FromGguf(**gguf);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  const Tokenizer& t = **tok;
+  EXPECT_EQ(t.vocab_size(), 512);
+  EXPECT_EQ(t.bos(), 1);
+  EXPECT_EQ(t.eos(), 2);
+  const std::string text = "Once upon a time, there was a little girl named Lily. \xC3\xA9t\xC3\xA9 \xE4\xB8\xAD!";
+  std::vector<TokenId> ids = t.Encode(text);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids[0], 1);
+  for (TokenId id : ids) EXPECT_LT(id, 512);
+  EXPECT_EQ(t.Decode(ids, {.remove_special = true}), text);  // byte fallback covers what 512 tokens cannot
+}
+
+TEST(TokenizerTest, SmolLm2) {
+  TQ_SKIP_IF_MISSING(testing::SmolLm2Path());
+  auto gguf = GgufFile::Open(testing::SmolLm2Path());
+  ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
+  auto tok = Tokenizer::FromGguf(**gguf);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  const Tokenizer& t = **tok;
+  EXPECT_EQ(t.kind(), TokenizerKind::kByteLevelBpe);
+  EXPECT_EQ(t.pre_name(), "smollm");
+  EXPECT_EQ(t.vocab_size(), 49152);
+  EXPECT_FALSE(t.add_bos());
+  EXPECT_TRUE(t.IsEndOfGeneration(2));  // <|im_end|>
+  // Chat markers are single tokens when special tokens are parsed.
+  std::vector<TokenId> chat = t.Encode("<|im_start|>user\nHi<|im_end|>\n", {.parse_special = true});
+  ASSERT_GE(chat.size(), 4u);
+  EXPECT_EQ(chat.front(), 1);
+  EXPECT_EQ(std::count(chat.begin(), chat.end(), 2), 1);
+  EXPECT_EQ(t.Decode(chat, {.unparse_special = true}), "<|im_start|>user\nHi<|im_end|>\n");
+  // smollm splits digits one by one.
+  std::vector<TokenId> digits = t.Encode("12345", {});
+  EXPECT_EQ(digits.size(), 5u);
+  const std::string text = "Hello, y'all! How are you \xF0\x9F\x98\x81 ?\xE6\x88\x91\xE6\x83\xB3 1314151  x\n\n";
+  EXPECT_EQ(t.Decode(t.Encode(text)), text);
+}
+
+TEST(PreTokenizerTest, Gpt2Rules) {
+  const auto split = [](std::string_view s) { return PreTokenize(PreTokenizer::kGpt2, s); };
+  EXPECT_EQ(split("Hello world"), (std::vector<std::string>{"Hello", " world"}));
+  EXPECT_EQ(split("it's  ok\n"), (std::vector<std::string>{"it", "'s", " ", " ok", "\n"}));
+  EXPECT_EQ(split("a\tb"), (std::vector<std::string>{"a", "\t", "b"}));
+  EXPECT_EQ(split("x 123!!"), (std::vector<std::string>{"x", " 123", "!!"}));
+  EXPECT_EQ(PreTokenize(PreTokenizer::kSmolLm, "ab 12"), (std::vector<std::string>{"ab", " ", "1", "2"}));
+  EXPECT_EQ(PreTokenize(PreTokenizer::kLlama3, "Hello 12345 world\n\n x"),
+            (std::vector<std::string>{"Hello", " ", "123", "45", " world", "\n\n", " x"}));
+}
+
+TEST(ByteLevelTest, Alphabet) {
+  EXPECT_EQ(ByteToUnicode(' '), 0x120u);
+  EXPECT_EQ(ByteToUnicode('\n'), 0x10Au);
+  EXPECT_EQ(ByteToUnicode('A'), static_cast<uint32_t>('A'));
+  for (int b = 0; b < 256; ++b) EXPECT_EQ(UnicodeToByte(ByteToUnicode(static_cast<uint8_t>(b))), b);
+  std::string all;
+  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  EXPECT_EQ(ByteLevelToBytes(BytesToByteLevel(all)), all);
+}
+
+TEST(TokenizerTest, BadMetadataNamesTheKey) {
+  testing::GgufBuilder b;
+  b.AddString("tokenizer.ggml.model", "gpt2");
+  b.AddStringArray("tokenizer.ggml.tokens", {"a", "b"});
+  b.AddStringArray("tokenizer.ggml.merges", {"a b"});
+  b.AddString("tokenizer.ggml.pre", "no-such-pre");
+  std::vector<uint8_t> bytes = b.Build();
+  auto gguf = GgufFile::Parse(bytes);
+  ASSERT_TRUE(gguf.ok());
+  auto tok = Tokenizer::FromGguf(**gguf);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_NE(tok.status().message().find("tokenizer.ggml.pre"), std::string::npos) << tok.status().ToString();
+
+  testing::GgufBuilder c;
+  c.AddString("tokenizer.ggml.model", "llama");
+  c.AddStringArray("tokenizer.ggml.tokens", {"a", "b"});
+  c.AddF32Array("tokenizer.ggml.scores", {0.0f});
+  std::vector<uint8_t> bytes2 = c.Build();
+  auto gguf2 = GgufFile::Parse(bytes2);
+  ASSERT_TRUE(gguf2.ok());
+  auto tok2 = Tokenizer::FromGguf(**gguf2);
+  ASSERT_FALSE(tok2.ok());
+  EXPECT_NE(tok2.status().message().find("tokenizer.ggml.scores"), std::string::npos);
+
+  testing::GgufBuilder d;
+  d.AddString("tokenizer.ggml.model", "bert");
+  std::vector<uint8_t> bytes3 = d.Build();
+  auto tok3 = Tokenizer::FromGguf(**GgufFile::Parse(bytes3));
+  EXPECT_EQ(tok3.status().code(), StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace tq::engine
