@@ -152,6 +152,43 @@ TEST(TokenizerTest, SmolLm2) {
   EXPECT_EQ(t.Decode(t.Encode(text)), text);
 }
 
+// SmolLM2's ids for llama.cpp's test strings, from Hugging Face tokenizers (testdata/make_tokenizer_golden.py).
+TEST(TokenizerTest, SmolLm2MatchesHfTokenizers) {
+  const std::string inp = testing::SharedPath("data/tokenizer/ggml-vocab-gpt-2.gguf");
+  TQ_SKIP_IF_MISSING(inp);
+  TQ_SKIP_IF_MISSING(testing::SmolLm2Path());
+  std::vector<Case> cases = LoadCases(inp);
+  std::istringstream lines(ReadText("tests/unit/engine/testdata/smollm2.out"));
+  auto gguf = GgufFile::Open(testing::SmolLm2Path());
+  ASSERT_TRUE(gguf.ok());
+  auto tok = Tokenizer::FromGguf(**gguf);
+  ASSERT_TRUE(tok.ok());
+  std::string line;
+  for (const Case& c : cases) {
+    ASSERT_TRUE(std::getline(lines, line));
+    EXPECT_EQ(Show((*tok)->Encode(c.text, {.add_special = false})) + "|", line + (line.empty() ? "|" : " |"))
+        << "text: '" << c.text << "'";
+  }
+}
+
+// Llama 3 and Qwen2 pre-tokenizer splits against the regexes run by Hugging Face tokenizers.
+TEST(PreTokenizerTest, Llama3AndQwen2MatchRegex) {
+  const std::string inp = testing::SharedPath("data/tokenizer/ggml-vocab-gpt-2.gguf");
+  TQ_SKIP_IF_MISSING(inp);
+  const std::vector<Case> cases = LoadCases(inp);
+  for (auto [pre, file] : {std::pair{PreTokenizer::kLlama3, "pre_llama3.out"},
+                           std::pair{PreTokenizer::kQwen2, "pre_qwen2.out"}}) {
+    std::istringstream lines(ReadText(std::string("tests/unit/engine/testdata/") + file));
+    std::string line;
+    for (const Case& c : cases) {
+      ASSERT_TRUE(std::getline(lines, line));
+      std::string lengths;
+      for (const std::string& w : PreTokenize(pre, c.text)) lengths += (lengths.empty() ? "" : " ") + std::to_string(w.size());
+      EXPECT_EQ(lengths, line) << file << " text: '" << c.text << "'";
+    }
+  }
+}
+
 TEST(PreTokenizerTest, Gpt2Rules) {
   const auto split = [](std::string_view s) { return PreTokenize(PreTokenizer::kGpt2, s); };
   EXPECT_EQ(split("Hello world"), (std::vector<std::string>{"Hello", " world"}));
