@@ -1,0 +1,467 @@
+// SIMD attention on KV pages (Highway, compiled for every target in HWY_TARGETS; the best one the CPU supports is
+// chosen once per call by HWY_DYNAMIC_DISPATCH). Same math as attention_ref.cc, fp32 accumulation.
+//
+// Codes are decoded 16 tokens at a time: one load of a 16-byte row (one byte per token), shifts, and an in-register
+// table lookup (AVX-512: vpermps over a 16-entry centroid table; AVX2: two vpermps and a blend; other targets: a
+// gather). Scores accumulate per token group in registers (group-outer loop); values accumulate per coordinate in
+// lane-wise registers over all groups of a page (coordinate-outer loop) and are reduced across lanes once per call.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/attention/attention.h"
+#include "kernels/attention/plan.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/attention/attention_simd.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace tq::kernels::HWY_NAMESPACE {
+namespace {
+
+namespace hn = hwy::HWY_NAMESPACE;
+using attention_internal::Plan;
+using attention_internal::PlannedPage;
+
+using DF = hn::CappedTag<float, kGroupTokens>;
+using DI = hn::RebindToSigned<DF>;
+using DU8 = hn::Rebind<uint8_t, DI>;
+using DI8 = hn::Rebind<int8_t, DI>;
+using DH = hn::Rebind<hwy::float16_t, DF>;
+using VF = hn::Vec<DF>;
+using VI = hn::Vec<DI>;
+
+constexpr size_t kN = hn::MaxLanes(DF());        // lanes per vector: 16 (AVX-512), 8 (AVX2), 4 (SSE4)
+constexpr size_t kBlocks = kGroupTokens / kN;    // vectors per 16-token group
+constexpr int kMaxChunk = 4;                     // query heads processed together
+
+// A code table ready for in-register lookups: 16 floats (codebooks of < 16 entries replicated so that index bits
+// above the code width do not matter), or the 256-entry table of 8-bit codes.
+struct Lut {
+  alignas(64) float table16[16];
+  const float* table256 = nullptr;
+  VF lo, hi;  // table16[0..kN) and table16[kN..2kN) where they fit in registers
+};
+
+Lut MakeLut(const std::vector<float>& table) {
+  Lut lut;
+  const size_t size = table.size();
+  for (size_t i = 0; i < 16; ++i) lut.table16[i] = table[i % size];
+  if (size == 256) lut.table256 = table.data();
+  const DF df;
+  lut.lo = hn::LoadU(df, lut.table16);
+  lut.hi = kN < 16 ? hn::LoadU(df, lut.table16 + kN) : lut.lo;
+  return lut;
+}
+
+// table[idx] per lane, idx's low kBits bits (higher bits ignored; kBits == 8: idx in [0, 256)).
+template <int kBits>
+HWY_INLINE VF Lookup(const Lut& lut, VI idx) {
+  const DF df;
+  if constexpr (kBits == 8) {
+    return hn::GatherIndex(df, lut.table256, idx);
+  } else {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    return VF{_mm512_permutexvar_ps(idx.raw, lut.lo.raw)};
+#elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+    const __m256 lo = _mm256_permutevar8x32_ps(lut.lo.raw, idx.raw);
+    if constexpr (kBits <= 3) {
+      return VF{lo};
+    } else {
+      const __m256 hi = _mm256_permutevar8x32_ps(lut.hi.raw, idx.raw);
+      return VF{_mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(idx.raw, 28)))};
+    }
+#else
+    return hn::GatherIndex(df, lut.table16, hn::And(idx, hn::Set(DI(), 15)));
+#endif
+  }
+}
+
+HWY_INLINE VI LoadBytes(const uint8_t* p) { return hn::PromoteTo(DI(), hn::LoadU(DU8(), p)); }
+
+// Coordinates per unit of a code width: the smallest run of coordinates whose rows are self-contained.
+template <int kBits>
+constexpr int UnitDims() {
+  return kBits == 3 ? 8 : kBits == 8 ? 1 : 8 / kBits;
+}
+
+// Code indices of coordinate K of unit u for tokens [b * kN, b * kN + kN) of a group. `seg` points at the segment's
+// rows in the group; `dims` is the segment's coordinate count (locates the 3-bit high plane).
+template <int kBits, int K>
+HWY_INLINE VI IndexAt(const uint8_t* seg, int dims, int u, size_t b) {
+  const size_t lane = b * kN;
+  if constexpr (kBits == 3) {
+    const VI lo = LoadBytes(seg + static_cast<size_t>(2 * u + K / 4) * kGroupTokens + lane);
+    const VI hi = LoadBytes(seg + static_cast<size_t>(dims / 4 + u) * kGroupTokens + lane);
+    const VI lo_k = hn::ShiftRight<2 * (K % 4)>(lo);
+    VI hi_k;
+    if constexpr (K >= 2) {
+      hi_k = hn::ShiftRight<K - 2>(hi);
+    } else {
+      hi_k = hn::ShiftLeft<2 - K>(hi);
+    }
+    const VI low_bits = hn::Set(DI(), 3);
+    return hn::Or(hn::And(low_bits, lo_k), hn::AndNot(low_bits, hi_k));  // bits 0-1 from lo, bit 2 the high bit
+  } else {
+    const VI row = LoadBytes(seg + static_cast<size_t>(u) * kGroupTokens + lane);
+    return hn::ShiftRight<K * kBits>(row);
+  }
+}
+
+// ---- Scores: acc[g][b] += sum_i q[g][i] * value_i for the 16 tokens of one group. ----
+
+template <int kBits, int G, int K = 0>
+HWY_INLINE void ScoreUnit(const uint8_t* seg, int dims, int u, const Lut& lut, const float* const* q,
+                          VF (&acc)[G][kBlocks]) {
+  if constexpr (K < UnitDims<kBits>()) {
+    const int i = u * UnitDims<kBits>() + K;
+    for (size_t b = 0; b < kBlocks; ++b) {
+      const VF val = Lookup<kBits>(lut, IndexAt<kBits, K>(seg, dims, u, b));
+      for (int g = 0; g < G; ++g) acc[g][b] = hn::MulAdd(val, hn::Set(DF(), q[g][i]), acc[g][b]);
+    }
+    ScoreUnit<kBits, G, K + 1>(seg, dims, u, lut, q, acc);
+  }
+}
+
+template <int kBits, int G>
+HWY_NOINLINE void ScoreCodes(const uint8_t* seg, int dims, const Lut& lut, const float* const* q,
+                             VF (&acc)[G][kBlocks]) {
+  for (int u = 0; u < dims / UnitDims<kBits>(); ++u) ScoreUnit<kBits, G>(seg, dims, u, lut, q, acc);
+}
+
+template <int G>
+HWY_NOINLINE void ScoreF16(const uint8_t* seg, int dims, const float* const* q, VF (&acc)[G][kBlocks]) {
+  const hwy::float16_t* halfs = reinterpret_cast<const hwy::float16_t*>(seg);
+  for (int i = 0; i < dims; ++i) {
+    for (size_t b = 0; b < kBlocks; ++b) {
+      const VF val = hn::PromoteTo(DF(), hn::LoadU(DH(), halfs + static_cast<size_t>(i) * kGroupTokens + b * kN));
+      for (int g = 0; g < G; ++g) acc[g][b] = hn::MulAdd(val, hn::Set(DF(), q[g][i]), acc[g][b]);
+    }
+  }
+}
+
+template <int G>
+HWY_NOINLINE void ScoreI8(const uint8_t* seg, int dims, const float* const* q, VF (&acc)[G][kBlocks]) {
+  const int8_t* codes = reinterpret_cast<const int8_t*>(seg);
+  for (int i = 0; i < dims; ++i) {
+    for (size_t b = 0; b < kBlocks; ++b) {
+      const VI c = hn::PromoteTo(DI(), hn::LoadU(DI8(), codes + static_cast<size_t>(i) * kGroupTokens + b * kN));
+      const VF val = hn::ConvertTo(DF(), c);
+      for (int g = 0; g < G; ++g) acc[g][b] = hn::MulAdd(val, hn::Set(DF(), q[g][i]), acc[g][b]);
+    }
+  }
+}
+
+// ---- Values: acc[g][i] (kN lanes) += sum over tokens of w[g][t] * value_i(t), for every coordinate i. ----
+
+// w: [G][kPageTokens] weights with norms folded in; groups: bit k set when group k has a non-zero weight.
+template <int kBits, int G, int K = 0>
+HWY_INLINE void AccumulateUnit(const uint8_t* codes, size_t group_bytes, size_t seg_offset, int dims, int u,
+                               unsigned groups, const Lut& lut, const float* w, float* acc, int head_dim) {
+  if constexpr (K < UnitDims<kBits>()) {
+    const DF df;
+    VF r[G];
+    for (int g = 0; g < G; ++g) r[g] = hn::Zero(df);
+    for (unsigned left = groups; left != 0; left &= left - 1) {
+      const int grp = __builtin_ctz(left);
+      const uint8_t* seg = codes + grp * group_bytes + seg_offset;
+      for (size_t b = 0; b < kBlocks; ++b) {
+        const VF val = Lookup<kBits>(lut, IndexAt<kBits, K>(seg, dims, u, b));
+        const size_t t = static_cast<size_t>(grp) * kGroupTokens + b * kN;
+        for (int g = 0; g < G; ++g) r[g] = hn::MulAdd(val, hn::LoadU(df, w + g * kPageTokens + t), r[g]);
+      }
+    }
+    const int i = u * UnitDims<kBits>() + K;
+    for (int g = 0; g < G; ++g) {
+      float* a = acc + (static_cast<size_t>(g) * head_dim + i) * kN;
+      hn::StoreU(hn::Add(hn::LoadU(df, a), r[g]), df, a);
+    }
+    AccumulateUnit<kBits, G, K + 1>(codes, group_bytes, seg_offset, dims, u, groups, lut, w, acc, head_dim);
+  }
+}
+
+template <int kBits, int G>
+HWY_NOINLINE void AccumulateCodes(const uint8_t* codes, size_t group_bytes, const CodeSegment& seg,
+                                  unsigned groups, const Lut& lut, const float* w, float* acc, int head_dim) {
+  for (int u = 0; u < seg.dims / UnitDims<kBits>(); ++u) {
+    AccumulateUnit<kBits, G>(codes, group_bytes, seg.group_offset, seg.dims, u, groups, lut, w,
+                             acc + static_cast<size_t>(seg.first) * kN, head_dim);
+  }
+}
+
+template <int G, bool kHalf>
+HWY_NOINLINE void AccumulatePlain(const uint8_t* codes, size_t group_bytes, const CodeSegment& seg,
+                                  unsigned groups, const float* w, float* acc, int head_dim) {
+  const DF df;
+  for (int i = 0; i < seg.dims; ++i) {
+    VF r[G];
+    for (int g = 0; g < G; ++g) r[g] = hn::Zero(df);
+    for (unsigned left = groups; left != 0; left &= left - 1) {
+      const int grp = __builtin_ctz(left);
+      const uint8_t* row = codes + grp * group_bytes + seg.group_offset;
+      for (size_t b = 0; b < kBlocks; ++b) {
+        VF val;
+        if constexpr (kHalf) {
+          const hwy::float16_t* h = reinterpret_cast<const hwy::float16_t*>(row) + i * kGroupTokens + b * kN;
+          val = hn::PromoteTo(df, hn::LoadU(DH(), h));
+        } else {
+          const int8_t* c = reinterpret_cast<const int8_t*>(row) + i * kGroupTokens + b * kN;
+          val = hn::ConvertTo(df, hn::PromoteTo(DI(), hn::LoadU(DI8(), c)));
+        }
+        const size_t t = static_cast<size_t>(grp) * kGroupTokens + b * kN;
+        for (int g = 0; g < G; ++g) r[g] = hn::MulAdd(val, hn::LoadU(df, w + g * kPageTokens + t), r[g]);
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      float* a = acc + (static_cast<size_t>(g) * head_dim + i) * kN;
+      hn::StoreU(hn::Add(hn::LoadU(df, a), r[g]), df, a);
+    }
+  }
+}
+
+HWY_INLINE VF LoadNorms(const uint8_t* page, const CodeLayout& layout, int slot, size_t t) {
+  const hwy::float16_t* norms = reinterpret_cast<const hwy::float16_t*>(page + layout.norms_offset);
+  return hn::PromoteTo(DF(), hn::LoadU(DH(), norms + static_cast<size_t>(slot) * kPageTokens + t));
+}
+
+// scores: [G][kPageTokens], filled for the page's first `groups` groups (scaled by plan.scale).
+template <int G>
+void ScorePage(const Plan& plan, const PlannedPage& page, int q0, int groups, float* scores) {
+  const DF df;
+  const int d = plan.head_dim;
+  const KvCodec& codec = *page.k_codec;
+  const CodeLayout& layout = codec.layout();
+  Lut luts[2];
+  for (size_t s = 0; s < layout.segments.size(); ++s) {
+    if (!codec.SegmentTable(static_cast<int>(s)).empty()) luts[s] = MakeLut(codec.SegmentTable(static_cast<int>(s)));
+  }
+  for (int grp = 0; grp < groups; ++grp) {
+    const uint8_t* group = page.k + layout.codes_offset + grp * layout.group_bytes;
+    VF total[G][kBlocks];
+    for (int g = 0; g < G; ++g) {
+      for (size_t b = 0; b < kBlocks; ++b) total[g][b] = hn::Zero(df);
+    }
+    for (size_t s = 0; s < layout.segments.size(); ++s) {
+      const CodeSegment& seg = layout.segments[s];
+      const float* q[G];
+      for (int g = 0; g < G; ++g) {
+        q[g] = plan.domains[page.k_domains[s]].q.data() + static_cast<size_t>(q0 + g) * d + seg.first;
+      }
+      VF acc[G][kBlocks];
+      for (int g = 0; g < G; ++g) {
+        for (size_t b = 0; b < kBlocks; ++b) acc[g][b] = hn::Zero(df);
+      }
+      const uint8_t* rows = group + seg.group_offset;
+      if (seg.domain == CodeDomain::kPlain) {
+        if (seg.bits == 16) {
+          ScoreF16<G>(rows, seg.dims, q, acc);
+        } else {
+          ScoreI8<G>(rows, seg.dims, q, acc);
+        }
+      } else {
+        switch (seg.bits) {
+          case 1: ScoreCodes<1, G>(rows, seg.dims, luts[s], q, acc); break;
+          case 2: ScoreCodes<2, G>(rows, seg.dims, luts[s], q, acc); break;
+          case 3: ScoreCodes<3, G>(rows, seg.dims, luts[s], q, acc); break;
+          case 4: ScoreCodes<4, G>(rows, seg.dims, luts[s], q, acc); break;
+          case 8: ScoreCodes<8, G>(rows, seg.dims, luts[s], q, acc); break;
+        }
+      }
+      for (size_t b = 0; b < kBlocks; ++b) {
+        VF factor;
+        if (seg.domain != CodeDomain::kPlain) {
+          factor = LoadNorms(page.k, layout, seg.norm_slot, grp * kGroupTokens + b * kN);
+        } else {
+          factor = hn::Set(df, seg.bits == 16 ? 1.0f : page.k_scale);
+        }
+        for (int g = 0; g < G; ++g) total[g][b] = hn::MulAdd(acc[g][b], factor, total[g][b]);
+      }
+    }
+    const VF scale = hn::Set(df, plan.scale);
+    for (int g = 0; g < G; ++g) {
+      for (size_t b = 0; b < kBlocks; ++b) {
+        hn::StoreU(hn::Mul(total[g][b], scale), df, scores + g * kPageTokens + grp * kGroupTokens + b * kN);
+      }
+    }
+  }
+}
+
+// p: [G][kPageTokens] softmax numerators (0 where skipped or past n).
+template <int G>
+void AccumulatePage(const Plan& plan, const PlannedPage& page, unsigned groups, const float* p,
+                    std::vector<std::vector<float>>& acc) {
+  const DF df;
+  const int d = plan.head_dim;
+  const KvCodec& codec = *page.v_codec;
+  const CodeLayout& layout = codec.layout();
+  const uint8_t* codes = page.v + layout.codes_offset;
+  alignas(64) float w[G * kPageTokens];
+  for (size_t s = 0; s < layout.segments.size(); ++s) {
+    const CodeSegment& seg = layout.segments[s];
+    float* a = acc[page.v_domains[s]].data();
+    for (unsigned left = groups; left != 0; left &= left - 1) {
+      const int grp = __builtin_ctz(left);
+      for (size_t b = 0; b < kBlocks; ++b) {
+        const size_t t = static_cast<size_t>(grp) * kGroupTokens + b * kN;
+        VF factor;
+        if (seg.domain != CodeDomain::kPlain) {
+          factor = LoadNorms(page.v, layout, seg.norm_slot, t);
+        } else {
+          factor = hn::Set(df, seg.bits == 16 ? 1.0f : page.v_scale);
+        }
+        for (int g = 0; g < G; ++g) {
+          hn::StoreU(hn::Mul(hn::LoadU(df, p + g * kPageTokens + t), factor), df, w + g * kPageTokens + t);
+        }
+      }
+    }
+    if (seg.domain == CodeDomain::kPlain) {
+      if (seg.bits == 16) {
+        AccumulatePlain<G, true>(codes, layout.group_bytes, seg, groups, w, a, d);
+      } else {
+        AccumulatePlain<G, false>(codes, layout.group_bytes, seg, groups, w, a, d);
+      }
+      continue;
+    }
+    const Lut lut = MakeLut(codec.SegmentTable(static_cast<int>(s)));
+    switch (seg.bits) {
+      case 1: AccumulateCodes<1, G>(codes, layout.group_bytes, seg, groups, lut, w, a, d); break;
+      case 2: AccumulateCodes<2, G>(codes, layout.group_bytes, seg, groups, lut, w, a, d); break;
+      case 3: AccumulateCodes<3, G>(codes, layout.group_bytes, seg, groups, lut, w, a, d); break;
+      case 4: AccumulateCodes<4, G>(codes, layout.group_bytes, seg, groups, lut, w, a, d); break;
+      case 8: AccumulateCodes<8, G>(codes, layout.group_bytes, seg, groups, lut, w, a, d); break;
+    }
+  }
+}
+
+// Query heads [q0, q0 + G) over the first token_limit tokens; writes out[q0 .. q0 + G).
+template <int G>
+void RunChunk(const Plan& plan, int q0, int64_t token_limit, float threshold, float* out, AttentionStats* stats) {
+  const DF df;
+  const int d = plan.head_dim;
+  // acc[domain]: [G][d][kN] lane-wise partial sums.
+  std::vector<std::vector<float>> acc(plan.domains.size(), std::vector<float>(static_cast<size_t>(G) * d * kN));
+  alignas(64) float scores[G * kPageTokens];
+  alignas(64) float p[G * kPageTokens];
+  double m[G], l[G];
+  for (int g = 0; g < G; ++g) {
+    m[g] = -std::numeric_limits<double>::infinity();
+    l[g] = 0.0;
+  }
+  int64_t position = 0, scored = 0, skipped = 0;
+  const VF thr = hn::Set(df, threshold);
+  for (const PlannedPage& page : plan.pages) {
+    const int n = static_cast<int>(std::min<int64_t>(page.num_tokens, token_limit - position));
+    position += page.num_tokens;
+    if (n <= 0) break;
+    const int groups = (n + kGroupTokens - 1) / kGroupTokens;
+    ScorePage<G>(plan, page, q0, groups, scores);
+    unsigned active = 0;
+    for (int g = 0; g < G; ++g) {
+      float* s = scores + g * kPageTokens;
+      for (int t = n; t < groups * kGroupTokens; ++t) s[t] = -std::numeric_limits<float>::infinity();
+      VF vmax = hn::Set(df, -std::numeric_limits<float>::infinity());
+      for (int t = 0; t < groups * kGroupTokens; t += kN) vmax = hn::Max(vmax, hn::LoadU(df, s + t));
+      const double m_new = std::max<double>(m[g], hn::GetLane(hn::MaxOfLanes(df, vmax)));
+      const double alpha = std::isinf(m[g]) ? 0.0 : std::exp(m[g] - m_new);
+      if (alpha != 1.0) {
+        l[g] *= alpha;
+        const VF va = hn::Set(df, static_cast<float>(alpha));
+        for (auto& a : acc) {
+          float* row = a.data() + static_cast<size_t>(g) * d * kN;
+          for (size_t i = 0; i < d * kN; i += kN) hn::StoreU(hn::Mul(hn::LoadU(df, row + i), va), df, row + i);
+        }
+      }
+      m[g] = m_new;
+      const VF vm = hn::Set(df, static_cast<float>(m_new));
+      VF sum = hn::Zero(df);
+      float* pg = p + g * kPageTokens;
+      for (int grp = 0; grp < groups; ++grp) {
+        for (size_t b = 0; b < kBlocks; ++b) {
+          const int t = grp * kGroupTokens + static_cast<int>(b * kN);
+          const auto valid = hn::FirstN(df, static_cast<size_t>(std::max(0, std::min<int>(kN, n - t))));
+          const VF e = hn::IfThenElseZero(valid, hn::Exp(df, hn::Sub(hn::LoadU(df, s + t), vm)));
+          sum = hn::Add(sum, e);
+          const auto skip = hn::And(valid, hn::Lt(e, thr));
+          skipped += static_cast<int64_t>(hn::CountTrue(df, skip));
+          const VF kept = hn::IfThenZeroElse(skip, e);
+          if (!hn::AllTrue(df, hn::Eq(kept, hn::Zero(df)))) active |= 1u << grp;
+          hn::StoreU(kept, df, pg + t);
+        }
+      }
+      l[g] += hn::GetLane(hn::SumOfLanes(df, sum));
+      scored += n;
+    }
+    if (active != 0) AccumulatePage<G>(plan, page, active, p, acc);
+  }
+  if (stats != nullptr) {
+    stats->scored += scored;
+    stats->skipped += skipped;
+  }
+  std::vector<float> reduced(d);
+  for (int g = 0; g < G; ++g) {
+    float* o = out + static_cast<size_t>(q0 + g) * d;
+    std::fill(o, o + d, 0.0f);
+    if (l[g] <= 0.0) continue;
+    const float inv_l = static_cast<float>(1.0 / l[g]);
+    for (size_t dom = 0; dom < plan.domains.size(); ++dom) {
+      const float* a = acc[dom].data() + static_cast<size_t>(g) * d * kN;
+      for (int i = 0; i < d; ++i) {
+        reduced[i] = hn::GetLane(hn::SumOfLanes(df, hn::LoadU(df, a + static_cast<size_t>(i) * kN))) * inv_l;
+      }
+      attention_internal::AddFromDomain(plan.domains[dom], d, reduced.data(), o);
+    }
+  }
+}
+
+}  // namespace
+
+// rows x group queries; row r attends to the first first_position + r + 1 tokens, or to all if first_position < 0.
+void RunAttention(const Plan& plan, int rows, int group, int64_t first_position, float threshold, float* out,
+                  AttentionStats* stats) {
+  for (int r = 0; r < rows; ++r) {
+    const int64_t limit = first_position < 0 ? std::numeric_limits<int64_t>::max() : first_position + r + 1;
+    for (int q0 = r * group; q0 < (r + 1) * group; q0 += kMaxChunk) {
+      switch (std::min(kMaxChunk, (r + 1) * group - q0)) {
+        case 1: RunChunk<1>(plan, q0, limit, threshold, out, stats); break;
+        case 2: RunChunk<2>(plan, q0, limit, threshold, out, stats); break;
+        case 3: RunChunk<3>(plan, q0, limit, threshold, out, stats); break;
+        case 4: RunChunk<4>(plan, q0, limit, threshold, out, stats); break;
+      }
+    }
+  }
+}
+
+}  // namespace tq::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tq::kernels {
+
+HWY_EXPORT(RunAttention);
+
+Status DecodeAttention(std::span<const KvPageRef> pages, int head_dim, const float* q, int num_q,
+                       const AttentionOptions& options, float* out, AttentionStats* stats) {
+  TQ_ASSIGN_OR_RETURN(attention_internal::Plan plan, attention_internal::MakePlan(pages, head_dim, q, num_q, options));
+  HWY_DYNAMIC_DISPATCH(RunAttention)(plan, 1, num_q, -1, options.skip_threshold, out, stats);
+  return Status::Ok();
+}
+
+Status PrefillAttention(std::span<const KvPageRef> pages, int head_dim, const float* q, int rows, int group,
+                        int first_position, const AttentionOptions& options, float* out, AttentionStats* stats) {
+  if (rows < 1 || group < 1 || first_position < 0) {
+    return InvalidArgumentError("prefill attention: need rows >= 1, group >= 1, first_position >= 0");
+  }
+  TQ_ASSIGN_OR_RETURN(attention_internal::Plan plan,
+                      attention_internal::MakePlan(pages, head_dim, q, rows * group, options));
+  HWY_DYNAMIC_DISPATCH(RunAttention)(plan, rows, group, first_position, options.skip_threshold, out, stats);
+  return Status::Ok();
+}
+
+}  // namespace tq::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,126 @@
+#include "kernels/attention/plan.h"
+
+#include <cmath>
+#include <string>
+
+namespace tq::kernels::attention_internal {
+
+namespace {
+
+StatusOr<const KvCodec*> CodecFor(const uint8_t* bytes, KvFormat format, int head_dim, int num_tokens,
+                                  const KvCodec* previous, float* scale) {
+  if (bytes == nullptr) return InvalidArgumentError("attention: null page");
+  TQ_ASSIGN_OR_RETURN(size_t size, PageBytes(format, head_dim));
+  TQ_ASSIGN_OR_RETURN(PageHeader header, ReadPageHeader(std::span<const uint8_t>(bytes, size)));
+  if (header.format != static_cast<uint8_t>(format) || header.head_dim != head_dim) {
+    return InvalidArgumentError("attention: page header says format " + std::to_string(header.format) +
+                                " head_dim " + std::to_string(header.head_dim) + ", page table says " +
+                                std::string(FormatName(format)) + " " + std::to_string(head_dim));
+  }
+  if (num_tokens < 0 || num_tokens > header.num_tokens) {
+    return InvalidArgumentError("attention: page table has " + std::to_string(num_tokens) +
+                                " tokens, page holds " + std::to_string(header.num_tokens));
+  }
+  *scale = header.scale;
+  // Consecutive pages of one head nearly always share a codec: skip the cache lookup.
+  if (previous != nullptr && previous->format() == format && previous->head_dim() == head_dim &&
+      (!IsRotated(format) || previous->seed() == header.seed) && previous->outlier_mask() == header.outlier_mask) {
+    return previous;
+  }
+  return KvCodec::ForHeader(header);
+}
+
+int DomainIndex(Plan& plan, const KvCodec* codec, CodeDomain kind, const float* q) {
+  const KvCodec* key = kind == CodeDomain::kPlain ? nullptr : codec;
+  for (size_t i = 0; i < plan.domains.size(); ++i) {
+    if (plan.domains[i].codec == key && plan.domains[i].kind == kind) return static_cast<int>(i);
+  }
+  Domain domain;
+  domain.codec = key;
+  domain.kind = kind;
+  const int d = plan.head_dim;
+  domain.q.assign(static_cast<size_t>(plan.num_q) * d, 0.0f);
+  for (int g = 0; g < plan.num_q; ++g) {
+    const float* src = q + static_cast<size_t>(g) * d;
+    float* dst = domain.q.data() + static_cast<size_t>(g) * d;
+    switch (kind) {
+      case CodeDomain::kPlain:
+        std::copy(src, src + d, dst);
+        break;
+      case CodeDomain::kRotated:
+        codec->ToRotated(src, dst);
+        break;
+      case CodeDomain::kSketch: {
+        std::vector<float> rotated(d);
+        codec->ToRotated(src, rotated.data());
+        codec->ToSketch(rotated.data(), dst);
+        break;
+      }
+    }
+  }
+  plan.domains.push_back(std::move(domain));
+  return static_cast<int>(plan.domains.size()) - 1;
+}
+
+}  // namespace
+
+StatusOr<Plan> MakePlan(std::span<const KvPageRef> pages, int head_dim, const float* q, int num_q,
+                        const AttentionOptions& options) {
+  if (num_q < 1) return InvalidArgumentError("attention: need at least one query head");
+  if (head_dim < kMinHeadDim || head_dim > kMaxHeadDim || head_dim % 16 != 0) {
+    return InvalidArgumentError("attention: unsupported head_dim " + std::to_string(head_dim));
+  }
+  if (!(options.skip_threshold >= 0.0f) || !(options.scale >= 0.0f)) {
+    return InvalidArgumentError("attention: scale and skip_threshold must be >= 0");
+  }
+  Plan plan;
+  plan.head_dim = head_dim;
+  plan.num_q = num_q;
+  plan.scale = options.scale > 0.0f ? options.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  plan.pages.reserve(pages.size());
+  const KvCodec* prev_k = nullptr;
+  const KvCodec* prev_v = nullptr;
+  for (size_t i = 0; i < pages.size(); ++i) {
+    const KvPageRef& ref = pages[i];
+    PlannedPage page;
+    page.k = ref.k;
+    page.v = ref.v;
+    page.num_tokens = ref.num_tokens;
+    const std::string where = "page " + std::to_string(i);
+    StatusOr<const KvCodec*> kc = CodecFor(ref.k, ref.k_format, head_dim, ref.num_tokens, prev_k, &page.k_scale);
+    if (!kc.ok()) return kc.status().WithContext(where + " keys");
+    StatusOr<const KvCodec*> vc = CodecFor(ref.v, ref.v_format, head_dim, ref.num_tokens, prev_v, &page.v_scale);
+    if (!vc.ok()) return vc.status().WithContext(where + " values");
+    page.k_codec = prev_k = *kc;
+    page.v_codec = prev_v = *vc;
+    for (const CodeSegment& seg : page.k_codec->layout().segments) {
+      page.k_domains.push_back(DomainIndex(plan, page.k_codec, seg.domain, q));
+    }
+    for (const CodeSegment& seg : page.v_codec->layout().segments) {
+      page.v_domains.push_back(DomainIndex(plan, page.v_codec, seg.domain, q));
+    }
+    plan.pages.push_back(std::move(page));
+  }
+  return plan;
+}
+
+void AddFromDomain(const Domain& domain, int head_dim, const float* acc, float* out) {
+  std::vector<float> tmp(head_dim, 0.0f);
+  switch (domain.kind) {
+    case CodeDomain::kPlain:
+      std::copy(acc, acc + head_dim, tmp.begin());
+      break;
+    case CodeDomain::kRotated:
+      domain.codec->FromRotated(acc, tmp.data());
+      break;
+    case CodeDomain::kSketch: {
+      std::vector<float> rotated(head_dim, 0.0f);
+      domain.codec->AddFromSketch(acc, rotated.data());
+      domain.codec->FromRotated(rotated.data(), tmp.data());
+      break;
+    }
+  }
+  for (int i = 0; i < head_dim; ++i) out[i] += tmp[i];
+}
+
+}  // namespace tq::kernels::attention_internal

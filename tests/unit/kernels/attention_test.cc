@@ -1,0 +1,243 @@
+// Attention on pages: the scalar reference against a float attention over decoded vectors, and the SIMD kernels
+// against the scalar reference on every SIMD target this CPU supports.
+#include <gtest/gtest.h>
+
+#include <hwy/targets.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/attention.h"
+#include "kernels/formats/codec.h"
+#include "kernels/formats/rng.h"
+
+namespace tq::kernels {
+namespace {
+
+// A KV head's cache as pages of given formats; page p holds tokens [p * 128, p * 128 + lengths[p]).
+struct TestCache {
+  int head_dim = 0;
+  std::vector<std::vector<uint8_t>> k_pages, v_pages;
+  std::vector<KvPageRef> refs;
+  std::vector<float> k_decoded, v_decoded;  // [tokens][head_dim], what the pages decode to
+
+  TestCache(int d, const std::vector<std::pair<KvFormat, KvFormat>>& formats, const std::vector<int>& lengths,
+            uint64_t seed, float key_scale = 1.0f)
+      : head_dim(d) {
+    Rng rng(seed);
+    for (size_t p = 0; p < formats.size(); ++p) {
+      const int n = lengths[p];
+      std::vector<float> k(static_cast<size_t>(n) * d), v(k.size());
+      for (float& x : k) x = key_scale * static_cast<float>(rng.Gaussian());
+      for (float& x : v) x = static_cast<float>(rng.Gaussian());
+      auto kc = KvCodec::Create(formats[p].first, d, 77);
+      auto vc = KvCodec::Create(formats[p].second, d, 78);
+      EXPECT_TRUE(kc.ok() && vc.ok());
+      k_pages.emplace_back((*kc)->layout().page_bytes);
+      v_pages.emplace_back((*vc)->layout().page_bytes);
+      EXPECT_TRUE((*kc)->EncodePage(k.data(), n, k_pages.back()).ok());
+      EXPECT_TRUE((*vc)->EncodePage(v.data(), n, v_pages.back()).ok());
+      std::vector<float> kd(k.size()), vd(v.size());
+      EXPECT_TRUE((*kc)->DecodePage(k_pages.back(), kd.data()).ok());
+      EXPECT_TRUE((*vc)->DecodePage(v_pages.back(), vd.data()).ok());
+      k_decoded.insert(k_decoded.end(), kd.begin(), kd.end());
+      v_decoded.insert(v_decoded.end(), vd.begin(), vd.end());
+    }
+    for (size_t p = 0; p < formats.size(); ++p) {
+      refs.push_back({k_pages[p].data(), v_pages[p].data(), formats[p].first, formats[p].second, lengths[p]});
+    }
+  }
+};
+
+// Plain float attention over decoded vectors: q [num_q][d] over the first `limit` tokens.
+std::vector<float> FloatAttention(const TestCache& cache, const float* q, int num_q, int limit) {
+  const int d = cache.head_dim;
+  std::vector<float> out(static_cast<size_t>(num_q) * d, 0.0f);
+  for (int g = 0; g < num_q; ++g) {
+    std::vector<double> s(limit);
+    double m = -1e300;
+    for (int t = 0; t < limit; ++t) {
+      double dot = 0;
+      for (int i = 0; i < d; ++i) dot += static_cast<double>(q[g * d + i]) * cache.k_decoded[t * d + i];
+      s[t] = dot / std::sqrt(static_cast<double>(d));
+      m = std::max(m, s[t]);
+    }
+    double l = 0;
+    std::vector<double> o(d, 0.0);
+    for (int t = 0; t < limit; ++t) {
+      const double p = std::exp(s[t] - m);
+      l += p;
+      for (int i = 0; i < d; ++i) o[i] += p * cache.v_decoded[t * d + i];
+    }
+    for (int i = 0; i < d; ++i) out[g * d + i] = static_cast<float>(o[i] / l);
+  }
+  return out;
+}
+
+std::vector<float> Queries(int n, int d, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> q(static_cast<size_t>(n) * d);
+  for (float& x : q) x = static_cast<float>(rng.Gaussian());
+  return q;
+}
+
+// max |a - b| / max |b|
+double RelErr(const std::vector<float>& a, const std::vector<float>& b) {
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err = std::max(err, static_cast<double>(std::abs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(b[i])));
+  }
+  return err / scale;
+}
+
+std::vector<int> Lengths(int tokens) {
+  std::vector<int> lengths;
+  for (; tokens > 0; tokens -= kPageTokens) lengths.push_back(std::min(tokens, kPageTokens));
+  return lengths;
+}
+
+const KvFormat kAll[] = {KvFormat::kF16,  KvFormat::kInt8,  KvFormat::kTq2,  KvFormat::kTq3, KvFormat::kTq4,
+                         KvFormat::kTq8,  KvFormat::kTq2_5, KvFormat::kTq3_5, KvFormat::kTq3p, KvFormat::kTq4p};
+
+TEST(AttentionReference, MatchesFloatAttentionOverDecodedVectors) {
+  for (KvFormat f : kAll) {
+    const int d = 64, tokens = 300;
+    std::vector<std::pair<KvFormat, KvFormat>> formats(3, {f, f});
+    TestCache cache(d, formats, Lengths(tokens), 5);
+    const std::vector<float> q = Queries(3, d, 9);
+    std::vector<float> out(q.size());
+    AttentionOptions options;
+    options.skip_threshold = 0.0f;
+    ASSERT_TRUE(DecodeAttentionReference(cache.refs, d, q.data(), 3, options, out.data(), nullptr).ok());
+    EXPECT_LT(RelErr(out, FloatAttention(cache, q.data(), 3, tokens)), 1e-5) << FormatName(f);
+  }
+}
+
+TEST(AttentionReference, MixedFormatsAndPrefillCausalMask) {
+  const int d = 96;
+  std::vector<std::pair<KvFormat, KvFormat>> formats = {
+      {KvFormat::kTq4, KvFormat::kTq3}, {KvFormat::kInt8, KvFormat::kTq2_5}, {KvFormat::kF16, KvFormat::kF16},
+      {KvFormat::kTq3p, KvFormat::kInt8}};
+  std::vector<int> lengths = {128, 128, 128, 50};
+  TestCache cache(d, formats, lengths, 6);
+  const int rows = 5, group = 2, first = 380;
+  const std::vector<float> q = Queries(rows * group, d, 10);
+  std::vector<float> out(q.size());
+  AttentionOptions options;
+  options.skip_threshold = 0.0f;
+  ASSERT_TRUE(PrefillAttentionReference(cache.refs, d, q.data(), rows, group, first, options, out.data(), nullptr)
+                  .ok());
+  for (int r = 0; r < rows; ++r) {
+    const int limit = std::min(first + r + 1, 434);
+    std::vector<float> want = FloatAttention(cache, q.data() + r * group * d, group, limit);
+    std::vector<float> got(out.begin() + r * group * d, out.begin() + (r + 1) * group * d);
+    EXPECT_LT(RelErr(got, want), 1e-5) << r;
+  }
+}
+
+TEST(AttentionReference, SkipsTinyWeightsAndCountsThem) {
+  const int d = 64;
+  std::vector<std::pair<KvFormat, KvFormat>> formats(4, {KvFormat::kTq4, KvFormat::kTq4});
+  TestCache cache(d, formats, Lengths(512), 8, /*key_scale=*/6.0f);  // peaked attention
+  const std::vector<float> q = Queries(2, d, 3);
+  std::vector<float> exact(q.size()), skipped(q.size());
+  AttentionOptions none;
+  none.skip_threshold = 0.0f;
+  AttentionStats s0, s1;
+  ASSERT_TRUE(DecodeAttentionReference(cache.refs, d, q.data(), 2, none, exact.data(), &s0).ok());
+  ASSERT_TRUE(DecodeAttentionReference(cache.refs, d, q.data(), 2, {}, skipped.data(), &s1).ok());
+  EXPECT_EQ(s0.skipped, 0);
+  EXPECT_EQ(s1.scored, 2 * 512);
+  EXPECT_GT(s1.skipped, 100);
+  EXPECT_LT(RelErr(skipped, exact), 1e-4);
+}
+
+TEST(AttentionReference, BadPagesAreStatusErrors) {
+  const int d = 64;
+  TestCache cache(d, {{KvFormat::kTq4, KvFormat::kTq4}}, {100}, 1);
+  const std::vector<float> q = Queries(1, d, 1);
+  std::vector<float> out(d);
+  std::vector<KvPageRef> refs = cache.refs;
+  refs[0].k_format = KvFormat::kTq3;  // the header says tq4
+  EXPECT_FALSE(DecodeAttention(refs, d, q.data(), 1, {}, out.data(), nullptr).ok());
+  refs = cache.refs;
+  refs[0].num_tokens = 101;
+  EXPECT_FALSE(DecodeAttention(refs, d, q.data(), 1, {}, out.data(), nullptr).ok());
+  refs = cache.refs;
+  cache.k_pages[0][5] ^= 1;  // corrupt header
+  EXPECT_EQ(DecodeAttention(refs, d, q.data(), 1, {}, out.data(), nullptr).code(), StatusCode::kDataLoss);
+  EXPECT_FALSE(DecodeAttention(refs, 72, q.data(), 1, {}, out.data(), nullptr).ok());
+  EXPECT_TRUE(DecodeAttention({}, d, q.data(), 1, {}, out.data(), nullptr).ok());
+  EXPECT_EQ(out, std::vector<float>(d, 0.0f));
+}
+
+// ---- SIMD against the scalar reference on every supported target. ----
+
+std::vector<int64_t> Targets() {
+  std::vector<int64_t> targets;
+  const int64_t supported = hwy::SupportedTargets();
+  for (int64_t t = HWY_TARGETS; t != 0; t &= t - 1) {
+    const int64_t bit = t & (~t + 1);
+    if (supported & bit) targets.push_back(bit);
+  }
+  return targets;
+}
+
+class AttentionSimd : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override { hwy::SetSupportedTargetsForTest(GetParam()); }
+  void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
+};
+
+TEST_P(AttentionSimd, MatchesReferenceForEveryFormatDimAndLength) {
+  for (KvFormat f : kAll) {
+    for (int d : {64, 128, 256}) {
+      for (int tokens : {1, 37, 128, 300}) {
+        const std::vector<int> lengths = Lengths(tokens);
+        std::vector<std::pair<KvFormat, KvFormat>> formats(lengths.size(), {f, f});
+        TestCache cache(d, formats, lengths, tokens + d);
+        for (int num_q : {1, 3, 7}) {
+          const std::vector<float> q = Queries(num_q, d, num_q);
+          std::vector<float> want(q.size()), got(q.size());
+          AttentionStats sw, sg;
+          ASSERT_TRUE(DecodeAttentionReference(cache.refs, d, q.data(), num_q, {}, want.data(), &sw).ok());
+          ASSERT_TRUE(DecodeAttention(cache.refs, d, q.data(), num_q, {}, got.data(), &sg).ok());
+          EXPECT_LT(RelErr(got, want), 1e-5) << hwy::TargetName(GetParam()) << " " << FormatName(f) << " d=" << d
+                                             << " tokens=" << tokens << " q=" << num_q;
+          EXPECT_EQ(sg.scored, sw.scored);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(AttentionSimd, MixedPartialPagesPrefillAndSkipping) {
+  const int d = 64;
+  std::vector<std::pair<KvFormat, KvFormat>> formats = {
+      {KvFormat::kF16, KvFormat::kTq4},  {KvFormat::kTq4, KvFormat::kTq3},   {KvFormat::kTq3, KvFormat::kInt8},
+      {KvFormat::kInt8, KvFormat::kF16}, {KvFormat::kTq2_5, KvFormat::kTq3p}, {KvFormat::kTq4p, KvFormat::kTq8}};
+  std::vector<int> lengths = {128, 77, 128, 5, 128, 33};
+  TestCache cache(d, formats, lengths, 21, /*key_scale=*/4.0f);
+  const int rows = 6, group = 3, first = 400;
+  const std::vector<float> q = Queries(rows * group, d, 4);
+  std::vector<float> want(q.size()), got(q.size());
+  AttentionStats sw, sg;
+  ASSERT_TRUE(PrefillAttentionReference(cache.refs, d, q.data(), rows, group, first, {}, want.data(), &sw).ok());
+  ASSERT_TRUE(PrefillAttention(cache.refs, d, q.data(), rows, group, first, {}, got.data(), &sg).ok());
+  EXPECT_LT(RelErr(got, want), 1e-5) << hwy::TargetName(GetParam());
+  EXPECT_EQ(sg.scored, sw.scored);
+  EXPECT_GT(sw.skipped, 0);
+  // Skip decisions can differ only for weights within float rounding of the threshold.
+  EXPECT_NEAR(static_cast<double>(sg.skipped), static_cast<double>(sw.skipped), 2.0 + 1e-3 * sw.skipped);
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, AttentionSimd, ::testing::ValuesIn(Targets()),
+                         [](const ::testing::TestParamInfo<int64_t>& target) {
+                           return std::string(hwy::TargetName(target.param));
+                         });
+
+}  // namespace
+}  // namespace tq::kernels
