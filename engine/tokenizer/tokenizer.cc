@@ -35,10 +35,17 @@ StatusOr<TokenId> ReadTokenId(const GgufFile& gguf, std::string_view key, size_t
   return static_cast<TokenId>(id);
 }
 
+// Linear time: builds a new string instead of replacing in place.
 void ReplaceAll(std::string* s, std::string_view from, std::string_view to) {
-  for (size_t pos = 0; (pos = s->find(from, pos)) != std::string::npos; pos += to.size()) {
-    s->replace(pos, from.size(), to);
+  std::string out;
+  out.reserve(s->size());
+  size_t start = 0;
+  for (size_t pos; (pos = s->find(from, start)) != std::string::npos; start = pos + from.size()) {
+    out.append(*s, start, pos - start);
+    out += to;
   }
+  out.append(*s, start);
+  *s = std::move(out);
 }
 
 }  // namespace
@@ -133,6 +140,17 @@ Status Tokenizer::Load(const GgufFile& gguf) {
   }
   if (add_eos_ && eos_ == kNoToken) {
     return InvalidArgumentError("GGUF key 'tokenizer.ggml.add_eos_token' is true but there is no EOS token");
+  }
+
+  if (spm) {
+    spm_words_independent_ = true;
+    for (const std::string& token : tokens_) {
+      for (size_t pos = token.find(kSpmSpace, 1); pos != std::string::npos; pos = token.find(kSpmSpace, pos + 1)) {
+        if (pos < kSpmSpace.size() || token.compare(pos - kSpmSpace.size(), kSpmSpace.size(), kSpmSpace) != 0) {
+          spm_words_independent_ = false;
+        }
+      }
+    }
   }
 
   for (size_t id = 0; id < n; ++id) {

@@ -81,6 +81,7 @@ class Tokenizer {
   // Splits text into raw-text pieces and special tokens (user-defined ones always; control ones with parse_special).
   void EncodeText(std::string_view text, bool parse_special, std::vector<TokenId>* out) const;
   void EncodeSpm(std::string_view text, std::vector<TokenId>* out) const;
+  void EncodeSpmSegment(std::string_view text, std::vector<TokenId>* out) const;
   void EncodeBpe(std::string_view text, std::vector<TokenId>* out) const;
   void EncodeBpeWord(std::string_view word, std::vector<TokenId>* out) const;
   TokenId ByteToken(uint8_t byte) const;
@@ -97,6 +98,7 @@ class Tokenizer {
   std::vector<TokenId> eog_;
   TokenId bos_ = kNoToken, eos_ = kNoToken, unk_ = kNoToken, pad_ = kNoToken;
   bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;
+  bool spm_words_independent_ = false;  // no token has U+2581 after another character (see EncodeSpm)
 };
 
 }  // namespace tq::engine

@@ -171,6 +171,46 @@ TEST(TokenizerTest, SmolLm2MatchesHfTokenizers) {
   }
 }
 
+uint64_t Fnv1a(const std::vector<TokenId>& ids) {
+  uint64_t h = 1469598103934665603ull;
+  for (TokenId id : ids) {
+    h ^= static_cast<uint64_t>(id);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// The whole WikiText-2 test file (1.3 MB) against Hugging Face tokenizers: count and hash of the ids
+// (testdata/wiki_token_hashes.py), and an exact round trip. The SentencePiece count is recorded from our own
+// tokenizer (no independent reference here) to catch regressions.
+TEST(TokenizerTest, WikiTextMatchesHfTokenizers) {
+  const std::string wiki = testing::SharedPath("data/wikitext-2-raw/wiki.test.raw");
+  TQ_SKIP_IF_MISSING(wiki);
+  const std::string text = ReadText(wiki);
+  struct Expect {
+    std::string path;
+    size_t count;
+    uint64_t hash;
+  };
+  std::vector<Expect> expects = {
+      {testing::SharedPath("data/tokenizer/ggml-vocab-gpt-2.gguf"), 286221, 0x53d6d0d0c08b48caull},
+      {testing::SharedPath("data/tokenizer/ggml-vocab-llama-spm.gguf"), 335687, 0x7112fd665d6e0bb1ull},
+  };
+  if (testing::Exists(testing::SmolLm2Path())) {
+    expects.push_back({testing::SmolLm2Path(), 303415, 0xd16e26595263485eull});
+  }
+  for (const Expect& e : expects) {
+    auto gguf = GgufFile::Open(e.path);
+    ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
+    auto tok = Tokenizer::FromGguf(**gguf);
+    ASSERT_TRUE(tok.ok());
+    const std::vector<TokenId> ids = (*tok)->Encode(text, {.add_special = false});
+    EXPECT_EQ(ids.size(), e.count) << e.path;
+    EXPECT_EQ(Fnv1a(ids), e.hash) << e.path;
+    EXPECT_TRUE((*tok)->Decode(ids) == text) << e.path;
+  }
+}
+
 // Llama 3 and Qwen2 pre-tokenizer splits against the regexes run by Hugging Face tokenizers.
 TEST(PreTokenizerTest, Llama3AndQwen2MatchRegex) {
   const std::string inp = testing::SharedPath("data/tokenizer/ggml-vocab-gpt-2.gguf");
