@@ -22,6 +22,7 @@ struct EngineConfig {
   int ctx_size = 0;            // tokens per sequence; 0 = the model's trained context
   int max_batch_tokens = 512;  // token budget of one engine step (decodes + prefill chunks)
   int max_running = 32;        // sequences decoding at once
+  int max_waiting = 1024;      // queued requests beyond which new ones get 429
 };
 
 struct ServerConfig {
@@ -29,6 +30,17 @@ struct ServerConfig {
   int http_port = 8080;
   int grpc_port = 50051;        // 0 disables the gRPC front end
   double drain_timeout_s = 30;  // SIGTERM: how long in-flight requests may finish
+  std::string model_id;         // the name clients use; empty = general.name of the GGUF, or its file name
+  std::string chat_format = "auto";  // auto (from the GGUF's template) | chatml | llama3 | mistral
+  std::string api_keys;         // comma-separated; empty = no authentication
+};
+
+struct LimitsConfig {
+  int64_t max_body_bytes = 4 << 20;
+  int max_prompt_tokens = 0;         // 0 = the context length minus one
+  int max_tokens = 0;                // cap on a request's max_tokens; 0 = the context
+  int default_max_tokens = 256;      // when a request does not say
+  int max_concurrent_requests = 0;   // generation requests at once; 0 = unlimited
 };
 
 struct Config {
@@ -36,6 +48,7 @@ struct Config {
   ModelConfig model;
   EngineConfig engine;
   ServerConfig server;
+  LimitsConfig limits;
 };
 
 }  // namespace tq::config

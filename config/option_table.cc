@@ -42,6 +42,8 @@ std::vector<Option> BuildOptionTable(Config* c) {
       IntField(&c->engine.max_batch_tokens, 512, 16, 1 << 16));
   Add(&t, "engine.max_running", "max-running", "Most sequences decoding at once",
       IntField(&c->engine.max_running, 32, 1, 4096));
+  Add(&t, "engine.max_waiting", "max-waiting", "Most requests queued for admission; beyond it requests get 429",
+      IntField(&c->engine.max_waiting, 1024, 1, 1 << 20));
 
   // Front ends.
   Add(&t, "server.host", "host", "Address the HTTP and gRPC front ends listen on",
@@ -53,6 +55,28 @@ std::vector<Option> BuildOptionTable(Config* c) {
   Add(&t, "server.drain_timeout_s", "drain-timeout",
       "Seconds in-flight requests may run after SIGTERM before they are cancelled",
       DoubleField(&c->server.drain_timeout_s, 30.0, 0.0, 3600.0));
+  Add(&t, "server.model_id", "model-id",
+      "Model name clients send and /v1/models lists; empty = the GGUF's general.name or file name",
+      StringField(&c->server.model_id, ""));
+  Add(&t, "server.chat_format", "chat-format",
+      "Chat template: auto = recognised from the GGUF's tokenizer.chat_template",
+      EnumField(&c->server.chat_format, "auto", {"auto", "chatml", "llama3", "mistral"}));
+  Add(&t, "server.api_keys", "api-keys",
+      "Comma-separated API keys (HTTP Authorization: Bearer KEY, gRPC metadata authorization); empty = no auth",
+      StringField(&c->server.api_keys, ""));
+
+  // Limits on what one request may ask for.
+  Add(&t, "limits.max_body_bytes", "max-body-bytes", "Largest HTTP request body; larger bodies get 413",
+      BytesField(&c->limits.max_body_bytes, 4 << 20, 1024, int64_t{1} << 30));
+  Add(&t, "limits.max_prompt_tokens", "max-prompt-tokens", "Longest prompt in tokens; 0 = the context minus one",
+      IntField(&c->limits.max_prompt_tokens, 0, 0, 1 << 24));
+  Add(&t, "limits.max_tokens", "max-tokens-limit", "Largest max_tokens a request may ask for; 0 = no cap",
+      IntField(&c->limits.max_tokens, 0, 0, 1 << 24));
+  Add(&t, "limits.default_max_tokens", "default-max-tokens", "max_tokens of a request that does not set it",
+      IntField(&c->limits.default_max_tokens, 256, 1, 1 << 24));
+  Add(&t, "limits.max_concurrent_requests", "max-concurrent-requests",
+      "Generation requests served at once; more get 429; 0 = unlimited",
+      IntField(&c->limits.max_concurrent_requests, 0, 0, 1 << 20));
   return t;
 }
 

@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "config/loader.h"
 #include "server/cli/commands.h"
+#include "server/daemon.h"
 
 namespace tq::cli {
 namespace {
@@ -46,9 +47,7 @@ int RunServe(ServeArgs& args, const config::Loader& table_owner) {
     std::fprintf(stderr, "tqserve: %s\n", s.ToString().c_str());
     return kExitUsage;
   }
-  spdlog::error("serve: the HTTP and gRPC front ends are not built yet at this commit (issue 6); "
-                "use --print-config to check a configuration");
-  return kExitFailure;
+  return server::RunDaemon(cfg);
 }
 
 }  // namespace

@@ -1,0 +1,186 @@
+#include "server/daemon.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "server/grpc/inference_service.h"
+#include "server/http/http_server.h"
+#include "server/http/routes.h"
+
+namespace tq::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+std::vector<std::string> SplitKeys(const std::string& text) {
+  std::vector<std::string> keys;
+  std::stringstream in(text);
+  std::string key;
+  while (std::getline(in, key, ',')) {
+    key.erase(0, key.find_first_not_of(" \t"));
+    key.erase(key.find_last_not_of(" \t") + 1);
+    if (!key.empty()) keys.push_back(key);
+  }
+  return keys;
+}
+
+StatusOr<std::string> ModelPath(const config::Config& cfg) {
+  std::string path = cfg.model.path;
+  if (path.empty()) path = cfg.model.dir + "/" + kDefaultModelFile;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return NotFoundError("model file " + path + " does not exist" +
+                         (cfg.model.path.empty() ? " (fetch the default model with scripts/fetch-model.sh)" : ""));
+  }
+  return path;
+}
+
+std::string DisplayName(const config::Config& cfg, const engine::Engine& e, const std::string& path) {
+  if (!cfg.server.model_id.empty()) return cfg.server.model_id;
+  std::string stem = std::filesystem::path(path).filename().string();
+  if (stem.size() > 5 && stem.ends_with(".gguf")) stem.resize(stem.size() - 5);
+  return stem;
+}
+
+}  // namespace
+
+int RunDaemon(const config::Config& cfg) {
+  // Signals are taken by sigwait() in this thread; every thread started from here on inherits the block.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  ServerState state;
+  auto model_path = ModelPath(cfg);
+  if (!model_path.ok()) {
+    spdlog::error("{}", model_path.status().ToString());
+    return 1;
+  }
+
+  engine::EngineOptions eo;
+  eo.model_path = *model_path;
+  eo.threads = cfg.engine.threads;
+  eo.ctx_size = cfg.engine.ctx_size;
+  eo.max_batch_tokens = cfg.engine.max_batch_tokens;
+  eo.max_running = cfg.engine.max_running;
+  eo.max_waiting = cfg.engine.max_waiting;
+  spdlog::info("loading model {}", eo.model_path);
+  const auto t0 = Clock::now();
+  auto created = engine::Engine::Create(eo);
+  if (!created.ok()) {
+    spdlog::error("cannot load the model: {}", created.status().ToString());
+    return 1;
+  }
+  std::unique_ptr<engine::Engine> eng = std::move(created).value();
+  const engine::HParams& hp = eng->model().hparams();
+  spdlog::info("loaded {} in {:.2f} s: {} layers, {} heads ({} KV), head_dim {}, vocab {}, context {}, {} MiB of weights",
+               hp.arch->name, std::chrono::duration<double>(Clock::now() - t0).count(), hp.n_layers, hp.n_heads,
+               hp.n_kv_heads, hp.head_dim, hp.vocab_size, eng->ctx_size(), eng->model().weight_bytes() >> 20);
+
+  // Chat template.
+  std::optional<engine::ChatTemplate> chat;
+  if (cfg.server.chat_format != "auto") {
+    chat = engine::ChatTemplate{*engine::ParseChatFormat(cfg.server.chat_format), ""};
+  } else {
+    auto tmpl_text = eng->model().gguf().GetStringOr("tokenizer.chat_template", "");
+    auto detected = tmpl_text.ok() ? engine::DetectChatTemplate(*tmpl_text) : tmpl_text.status();
+    if (detected.ok()) {
+      chat = *detected;
+    } else {
+      spdlog::warn("chat completions are off: {}", detected.status().message());
+    }
+  }
+
+  ApiContext api;
+  api.model_id = DisplayName(cfg, *eng, eo.model_path);
+  api.tokenizer = &eng->tokenizer();
+  api.chat = chat ? &*chat : nullptr;
+  api.ctx_size = eng->ctx_size();
+  api.limits.max_prompt_tokens = cfg.limits.max_prompt_tokens;
+  api.limits.max_tokens = cfg.limits.max_tokens;
+  api.limits.default_max_tokens = cfg.limits.default_max_tokens;
+  const std::vector<std::string> keys = SplitKeys(cfg.server.api_keys);
+
+  // KV capacity for the usage gauge: every running sequence at full context, f32 K and V.
+  const uint64_t kv_per_token = uint64_t{2} * hp.n_layers * hp.n_kv_heads * hp.head_dim * sizeof(float);
+  Metrics metrics(kv_per_token * eng->ctx_size() * cfg.engine.max_running);
+
+  RouterOptions ro;
+  ro.api = api;
+  ro.api_keys = keys;
+  ro.max_concurrent_requests = cfg.limits.max_concurrent_requests;
+  Router router(ro, eng.get(), &metrics, &state);
+  HttpServerOptions ho;
+  ho.host = cfg.server.host;
+  ho.port = cfg.server.http_port;
+  ho.max_body_bytes = static_cast<uint64_t>(cfg.limits.max_body_bytes);
+  HttpServer http([&] { return ho; }(), [&](const HttpRequest& r, ResponseWriter& w) { router.Handle(r, w); });
+  if (Status s = http.Start(); !s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return 1;
+  }
+
+  InferenceService service(api, keys, eng.get(), &metrics, &state);
+  std::unique_ptr<grpc::Server> grpc_server;
+  if (cfg.server.grpc_port != 0) {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    grpc::ServerBuilder builder;
+    int bound_port = 0;
+    builder.AddListeningPort(cfg.server.host + ":" + std::to_string(cfg.server.grpc_port),
+                             grpc::InsecureServerCredentials(), &bound_port);
+    builder.RegisterService(&service);
+    grpc_server = builder.BuildAndStart();
+    if (!grpc_server || bound_port == 0) {
+      spdlog::error("cannot listen for gRPC on {}:{}", cfg.server.host, cfg.server.grpc_port);
+      http.Stop(0);
+      return 1;
+    }
+    grpc_server->GetHealthCheckService()->SetServingStatus(true);
+    spdlog::info("gRPC listening on {}:{}", cfg.server.host, bound_port);
+  }
+  state.ready = true;
+  spdlog::info("HTTP listening on {}:{} (model id '{}', chat format {})", cfg.server.host, http.port(), api.model_id,
+               chat ? std::string(engine::ChatFormatName(chat->format)) : "none");
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("{} received: draining (up to {} s)", signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
+               cfg.server.drain_timeout_s);
+  state.draining = true;
+  metrics.SetDraining(true);
+  eng->StopAdmitting();
+  if (grpc_server) grpc_server->GetHealthCheckService()->SetServingStatus(false);
+
+  const auto deadline = Clock::now() + std::chrono::duration<double>(cfg.server.drain_timeout_s);
+  auto busy = [&] {
+    const engine::EngineStats st = eng->Stats();
+    return st.running + st.waiting > 0 || state.in_flight > 0;
+  };
+  while (busy() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (busy()) {
+    spdlog::warn("drain timeout: cancelling {} request(s)", eng->Stats().running + eng->Stats().waiting);
+    eng->CancelAll();
+    const auto grace = Clock::now() + std::chrono::seconds(5);
+    while (state.in_flight > 0 && Clock::now() < grace) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  http.Stop(2000);
+  if (grpc_server) grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  eng.reset();
+  spdlog::info("drained; exiting");
+  return 0;
+}
+
+}  // namespace tq::server

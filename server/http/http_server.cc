@@ -1,0 +1,215 @@
+#include "server/http/http_server.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+namespace tq::server {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+using tcp = net::ip::tcp;
+
+class SocketWriter final : public ResponseWriter {
+ public:
+  SocketWriter(tcp::socket& socket, unsigned version, bool keep_alive)
+      : socket_(socket), version_(version), keep_alive_(keep_alive) {}
+
+  bool Send(HttpResponse response) override {
+    response.version(version_);
+    response.keep_alive(keep_alive_);
+    response.set(http::field::server, "tqserve");
+    response.prepare_payload();
+    beast::error_code ec;
+    http::write(socket_, response, ec);
+    return Ok(ec);
+  }
+
+  bool StartStream() override {
+    http::response<http::empty_body> header{http::status::ok, version_};
+    header.set(http::field::server, "tqserve");
+    header.set(http::field::content_type, "text/event-stream");
+    header.set(http::field::cache_control, "no-cache");
+    header.chunked(true);
+    header.keep_alive(keep_alive_);
+    http::response_serializer<http::empty_body> serializer{header};
+    beast::error_code ec;
+    http::write_header(socket_, serializer, ec);
+    return Ok(ec);
+  }
+
+  bool SendEvent(std::string_view text) override {
+    beast::error_code ec;
+    net::write(socket_, http::make_chunk(net::buffer(text.data(), text.size())), ec);
+    return Ok(ec);
+  }
+
+  bool EndStream() override {
+    beast::error_code ec;
+    net::write(socket_, http::make_chunk_last(), ec);
+    return Ok(ec);
+  }
+
+  bool ClientGone() override {
+    if (failed_) return true;
+    pollfd p{socket_.native_handle(), POLLIN | POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return true;
+    char c;
+    return ::recv(socket_.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+  }
+
+  bool failed() const { return failed_; }
+
+ private:
+  bool Ok(const beast::error_code& ec) {
+    if (ec) failed_ = true;
+    return !ec;
+  }
+
+  tcp::socket& socket_;
+  unsigned version_;
+  bool keep_alive_;
+  bool failed_ = false;
+};
+
+}  // namespace
+
+HttpResponse JsonResponse(http::status status, std::string body) {
+  HttpResponse r{status, 11};
+  r.set(http::field::content_type, "application/json");
+  r.body() = std::move(body);
+  return r;
+}
+
+HttpResponse ErrorResponse(http::status status, std::string_view message, std::string_view type,
+                           std::string_view param) {
+  nlohmann::json j;
+  j["error"]["message"] = std::string(message);
+  j["error"]["type"] = std::string(type);
+  j["error"]["param"] = param.empty() ? nlohmann::json(nullptr) : nlohmann::json(std::string(param));
+  j["error"]["code"] = static_cast<int>(status);
+  return JsonResponse(status, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+HttpServer::HttpServer(HttpServerOptions options, Handler handler)
+    : options_(std::move(options)), handler_(std::move(handler)) {}
+
+HttpServer::~HttpServer() { Stop(0); }
+
+Status HttpServer::Start() {
+  beast::error_code ec;
+  const auto address = net::ip::make_address(options_.host, ec);
+  if (ec) return InvalidArgumentError("server.host '" + options_.host + "' is not an IP address: " + ec.message());
+  auto acceptor = std::make_unique<tcp::acceptor>(io_);
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(options_.port));
+  acceptor->open(endpoint.protocol(), ec);
+  if (!ec) acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor->bind(endpoint, ec);
+  if (!ec) acceptor->listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return UnavailableError("cannot listen for HTTP on " + options_.host + ":" + std::to_string(options_.port) +
+                            ": " + ec.message());
+  }
+  port_ = acceptor->local_endpoint().port();
+  acceptor_ = std::move(acceptor);
+  accept_thread_ = std::thread([this] { AcceptLoop(); });
+  return Status::Ok();
+}
+
+void HttpServer::AcceptLoop() {
+  while (!stopping_) {
+    tcp::socket socket(io_);
+    beast::error_code ec;
+    acceptor_->accept(socket, ec);
+    if (ec) {
+      if (stopping_) return;
+      spdlog::warn("http: accept failed: {}", ec.message());
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++open_connections_;
+      open_fds_[socket.native_handle()] = false;
+    }
+    std::thread([this, s = std::move(socket)]() mutable { Serve(std::move(s)); }).detach();
+  }
+}
+
+void HttpServer::Serve(tcp::socket socket) {
+  const int fd = socket.native_handle();
+  // Idle keep-alive connections are closed after 60 s without a request.
+  timeval tv{60, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  beast::flat_buffer buffer;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(options_.max_body_bytes);
+    parser.header_limit(64 * 1024);
+    beast::error_code ec;
+    http::read(socket, buffer, parser, ec);
+    if (ec == http::error::body_limit) {
+      SocketWriter w(socket, 11, false);
+      w.Send(ErrorResponse(http::status::payload_too_large,
+                           "request body exceeds the limit of " + std::to_string(options_.max_body_bytes) + " bytes",
+                           "invalid_request_error"));
+      break;
+    }
+    if (ec == http::error::header_limit || ec == http::error::bad_method || ec == http::error::bad_target ||
+        ec == http::error::bad_version || ec == http::error::bad_field || ec == http::error::bad_value ||
+        ec == http::error::bad_chunk || ec == http::error::bad_content_length) {
+      SocketWriter w(socket, 11, false);
+      w.Send(ErrorResponse(http::status::bad_request, "malformed HTTP request: " + ec.message(),
+                           "invalid_request_error"));
+      break;
+    }
+    if (ec) break;  // end of stream, timeout, reset
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_fds_[fd] = true;
+    }
+    HttpRequest request = parser.release();
+    const bool keep_alive = request.keep_alive() && !stopping_;
+    SocketWriter writer(socket, request.version(), keep_alive);
+    handler_(request, writer);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_fds_[fd] = false;
+    }
+    if (!keep_alive || writer.failed() || stopping_) break;
+  }
+  beast::error_code ignored;
+  socket.shutdown(tcp::socket::shutdown_send, ignored);
+  socket.close(ignored);
+  std::lock_guard<std::mutex> lock(mu_);
+  open_fds_.erase(fd);
+  --open_connections_;
+  idle_.notify_all();
+}
+
+void HttpServer::Stop(int timeout_ms) {
+  if (!acceptor_ || stopping_.exchange(true)) return;
+  ::shutdown(acceptor_->native_handle(), SHUT_RDWR);  // wakes the blocked accept()
+  if (accept_thread_.joinable()) accept_thread_.join();
+  beast::error_code ignored;
+  acceptor_->close(ignored);
+  std::unique_lock<std::mutex> lock(mu_);
+  // Idle keep-alive connections close now; connections serving a request get up to timeout_ms.
+  for (const auto& [fd, busy] : open_fds_) {
+    if (!busy) ::shutdown(fd, SHUT_RD);
+  }
+  if (!idle_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return open_connections_ == 0; })) {
+    for (const auto& [fd, busy] : open_fds_) ::shutdown(fd, SHUT_RDWR);  // wakes blocked I/O; threads exit
+    idle_.wait_for(lock, std::chrono::seconds(5), [&] { return open_connections_ == 0; });
+  }
+}
+
+}  // namespace tq::server

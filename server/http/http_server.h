@@ -1,0 +1,79 @@
+// The HTTP/1.1 front end (Boost.Beast): a listener thread that accepts connections and one thread per connection
+// (keep-alive), each reading requests and handing them to the Router. Responses are whole bodies or chunked
+// Server-Sent Events. Body size is limited before any parsing.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/http.hpp>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "common/status.h"
+
+namespace tq::server {
+
+namespace http = boost::beast::http;
+using HttpRequest = http::request<http::string_body>;
+using HttpResponse = http::response<http::string_body>;
+
+// What a route handler writes to: one whole response, or an event stream.
+class ResponseWriter {
+ public:
+  virtual ~ResponseWriter() = default;
+  virtual bool Send(HttpResponse response) = 0;  // false when the client is gone
+  // Starts a 200 text/event-stream response; then SendEvent("data: ...\n\n") per event; EndStream() at the end.
+  virtual bool StartStream() = 0;
+  virtual bool SendEvent(std::string_view text) = 0;
+  virtual bool EndStream() = 0;
+  // True when the peer has closed its side (checked without blocking).
+  virtual bool ClientGone() = 0;
+};
+
+using Handler = std::function<void(const HttpRequest&, ResponseWriter&)>;
+
+struct HttpServerOptions {
+  std::string host = "0.0.0.0";
+  int port = 8080;            // 0 = any free port (tests)
+  uint64_t max_body_bytes = 4 << 20;
+};
+
+class HttpServer {
+ public:
+  HttpServer(HttpServerOptions options, Handler handler);
+  ~HttpServer();
+
+  // Binds and starts accepting. Errors: the address is invalid or in use.
+  Status Start();
+  int port() const { return port_; }
+  // Stops accepting and waits up to `timeout_ms` for open connections to finish, then closes them.
+  void Stop(int timeout_ms);
+
+ private:
+  void AcceptLoop();
+  void Serve(boost::asio::ip::tcp::socket socket);
+
+  HttpServerOptions options_;
+  Handler handler_;
+  boost::asio::io_context io_;
+  std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
+  std::thread accept_thread_;
+  std::atomic<bool> stopping_{false};
+  int port_ = 0;
+  std::mutex mu_;
+  std::condition_variable idle_;
+  int open_connections_ = 0;
+  std::unordered_map<int, bool> open_fds_;  // fd -> busy with a request; guarded by mu_
+};
+
+// An OpenAI-shaped JSON error body with the given status.
+HttpResponse ErrorResponse(http::status status, std::string_view message, std::string_view type,
+                           std::string_view param = "");
+HttpResponse JsonResponse(http::status status, std::string body);
+
+}  // namespace tq::server

@@ -1,0 +1,396 @@
+#include "server/http/openai.h"
+
+#include <cmath>
+
+#include "engine/runner/text_stream.h"
+
+namespace tq::server {
+namespace {
+
+using nlohmann::json;
+
+// Reads optional field `name` of `body`. Returns false (and fills error) on a wrong type or range.
+class Fields {
+ public:
+  Fields(const json& body, ParseError* error) : body_(body), error_(error) {}
+
+  bool Fail(const std::string& name, const std::string& message) {
+    error_->status = InvalidArgumentError(message);
+    error_->param = name;
+    return false;
+  }
+
+  template <typename T>
+  bool Number(const std::string& name, double lo, double hi, T* out) {
+    auto it = body_.find(name);
+    if (it == body_.end() || it->is_null()) return true;
+    if (!it->is_number()) return Fail(name, "'" + name + "' must be a number");
+    const double v = it->get<double>();
+    if (std::is_integral_v<T> && (!it->is_number_integer() && v != std::floor(v))) {
+      return Fail(name, "'" + name + "' must be an integer");
+    }
+    if (!(v >= lo && v <= hi)) {
+      return Fail(name, "'" + name + "' = " + it->dump() + " is outside [" + Trim(lo) + ", " + Trim(hi) + "]");
+    }
+    *out = static_cast<T>(v);
+    return true;
+  }
+
+  bool Bool(const std::string& name, bool* out) {
+    auto it = body_.find(name);
+    if (it == body_.end() || it->is_null()) return true;
+    if (!it->is_boolean()) return Fail(name, "'" + name + "' must be a boolean");
+    *out = it->get<bool>();
+    return true;
+  }
+
+  bool Has(const std::string& name) const {
+    auto it = body_.find(name);
+    return it != body_.end() && !it->is_null();
+  }
+
+ private:
+  static std::string Trim(double v) {
+    std::string s = std::to_string(v);
+    while (s.find('.') != std::string::npos && (s.back() == '0' || s.back() == '.')) {
+      const bool dot = s.back() == '.';
+      s.pop_back();
+      if (dot) break;
+    }
+    return s;
+  }
+
+  const json& body_;
+  ParseError* error_;
+};
+
+bool ParseStop(const json& body, std::vector<std::string>* stop, ParseError* error) {
+  auto it = body.find("stop");
+  if (it == body.end() || it->is_null()) return true;
+  auto fail = [&](const std::string& m) {
+    error->status = InvalidArgumentError(m);
+    error->param = "stop";
+    return false;
+  };
+  if (it->is_string()) {
+    stop->push_back(it->get<std::string>());
+  } else if (it->is_array()) {
+    if (it->size() > 4) return fail("'stop' may hold at most 4 strings");
+    for (const json& s : *it) {
+      if (!s.is_string()) return fail("'stop' must be a string or a list of strings");
+      stop->push_back(s.get<std::string>());
+    }
+  } else {
+    return fail("'stop' must be a string or a list of strings");
+  }
+  for (const std::string& s : *stop) {
+    if (s.empty()) return fail("'stop' strings must not be empty");
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string SanitizeUtf8(std::string_view text) {
+  if (engine::IsValidUtf8(text)) return std::string(text);
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t len = 1;
+    for (size_t l = 1; l <= 4 && i + l <= text.size(); ++l) {
+      if (engine::IsValidUtf8(text.substr(i, l))) {
+        len = l;
+        out.append(text.substr(i, l));
+        break;
+      }
+      if (l == 4 || i + l == text.size()) {
+        len = 1;
+        out += "\xEF\xBF\xBD";
+        break;
+      }
+    }
+    i += len;
+  }
+  return out;
+}
+
+std::string OpenAiFinishReason(engine::FinishReason reason) {
+  return std::string(engine::FinishReasonName(reason));
+}
+
+std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat, const ApiContext& ctx,
+                                                    ParseError* error) {
+  if (!body.is_object()) {
+    error->status = InvalidArgumentError("the request body must be a JSON object");
+    return std::nullopt;
+  }
+  CompletionJob job;
+  job.chat = chat;
+  Fields f(body, error);
+  engine::GenerateRequest& r = job.request;
+
+  // model: optional; when given it must be the served model.
+  if (f.Has("model")) {
+    const json& m = body["model"];
+    if (!m.is_string()) {
+      f.Fail("model", "'model' must be a string");
+      return std::nullopt;
+    }
+    if (m.get<std::string>() != ctx.model_id) {
+      error->status = NotFoundError("model '" + m.get<std::string>() + "' is not served here (this server serves '" +
+                                    ctx.model_id + "')");
+      error->param = "model";
+      return std::nullopt;
+    }
+  }
+
+  // The prompt.
+  if (chat) {
+    auto it = body.find("messages");
+    if (it == body.end() || !it->is_array() || it->empty()) {
+      f.Fail("messages", "'messages' must be a non-empty list of {role, content} objects");
+      return std::nullopt;
+    }
+    if (ctx.chat == nullptr) {
+      error->status = InvalidArgumentError("this model has no chat template tqserve can use; use /v1/completions");
+      error->param = "messages";
+      return std::nullopt;
+    }
+    std::vector<engine::ChatMessage> messages;
+    for (const json& m : *it) {
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+        f.Fail("messages", "each message must be an object with a string 'role'");
+        return std::nullopt;
+      }
+      std::string content;
+      if (m.contains("content") && m["content"].is_string()) {
+        content = m["content"].get<std::string>();
+      } else if (m.contains("content") && m["content"].is_array()) {
+        // [{"type": "text", "text": "..."}]: text parts only.
+        for (const json& part : m["content"]) {
+          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+              !part["text"].is_string()) {
+            f.Fail("messages", "only text content parts are supported");
+            return std::nullopt;
+          }
+          content += part["text"].get<std::string>();
+        }
+      } else if (!(m.contains("content") && m["content"].is_null())) {
+        f.Fail("messages", "each message needs a string 'content'");
+        return std::nullopt;
+      }
+      if (!engine::IsValidUtf8(content)) {
+        f.Fail("messages", "message content is not valid UTF-8");
+        return std::nullopt;
+      }
+      messages.push_back({m["role"].get<std::string>(), std::move(content)});
+    }
+    auto text = engine::RenderChat(*ctx.chat, messages);
+    if (!text.ok()) {
+      error->status = text.status();
+      error->param = "messages";
+      return std::nullopt;
+    }
+    r.prompt = ctx.tokenizer->Encode(*text, {.add_special = true, .parse_special = true});
+  } else {
+    auto it = body.find("prompt");
+    if (it == body.end() || it->is_null()) {
+      f.Fail("prompt", "'prompt' is required");
+      return std::nullopt;
+    }
+    const json* p = &*it;
+    if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
+    if (p->is_string()) {
+      const std::string text = p->get<std::string>();
+      if (!engine::IsValidUtf8(text)) {
+        f.Fail("prompt", "'prompt' is not valid UTF-8");
+        return std::nullopt;
+      }
+      r.prompt = ctx.tokenizer->Encode(text, {.add_special = true, .parse_special = false});
+    } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
+      for (const json& t : *p) {
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= ctx.tokenizer->vocab_size()) {
+          f.Fail("prompt", "token ids in 'prompt' must be integers in [0, " +
+                               std::to_string(ctx.tokenizer->vocab_size()) + ")");
+          return std::nullopt;
+        }
+        r.prompt.push_back(t.get<int32_t>());
+      }
+    } else if (p->is_array() && p->size() > 1) {
+      f.Fail("prompt", "one prompt per request: send a string or a list of token ids");
+      return std::nullopt;
+    } else {
+      f.Fail("prompt", "'prompt' must be a string or a list of token ids");
+      return std::nullopt;
+    }
+  }
+  if (r.prompt.empty()) {
+    f.Fail(chat ? "messages" : "prompt", "the prompt is empty");
+    return std::nullopt;
+  }
+  const int max_prompt = ctx.limits.max_prompt_tokens > 0 ? ctx.limits.max_prompt_tokens : ctx.ctx_size - 1;
+  if (static_cast<int>(r.prompt.size()) > max_prompt) {
+    error->status = InvalidArgumentError("the prompt has " + std::to_string(r.prompt.size()) +
+                                         " tokens; this server allows at most " + std::to_string(max_prompt));
+    error->param = chat ? "messages" : "prompt";
+    return std::nullopt;
+  }
+
+  // Sampling and limits.
+  engine::SamplingParams& s = r.sampling;
+  int max_tokens = -1;
+  int64_t seed = -1;
+  if (!f.Number("temperature", 0, 2, &s.temperature) || !f.Number("top_p", 0, 1, &s.top_p) ||
+      !f.Number("top_k", 0, 1e6, &s.top_k) || !f.Number("min_p", 0, 1, &s.min_p) ||
+      !f.Number("presence_penalty", -2, 2, &s.presence_penalty) ||
+      !f.Number("frequency_penalty", -2, 2, &s.frequency_penalty) ||
+      !f.Number("repetition_penalty", 0.01, 10, &s.repetition_penalty) ||
+      !f.Number("max_tokens", 0, 1e9, &max_tokens) || !f.Number("max_completion_tokens", 0, 1e9, &max_tokens) ||
+      !f.Number("n", 1, ctx.limits.max_n, &job.n) || !f.Number("seed", -9.2e18, 9.2e18, &seed) ||
+      !f.Bool("stream", &job.stream) || !f.Bool("ignore_eos", &r.ignore_eos)) {
+    return std::nullopt;
+  }
+  if (f.Has("top_p") && s.top_p == 0.0f) {
+    f.Fail("top_p", "'top_p' must be greater than 0");
+    return std::nullopt;
+  }
+  if (f.Has("seed")) {
+    s.seed = static_cast<uint64_t>(seed);
+    s.has_seed = true;
+  }
+  if (max_tokens == 0) {
+    f.Fail(f.Has("max_completion_tokens") ? "max_completion_tokens" : "max_tokens", "max_tokens must be at least 1");
+    return std::nullopt;
+  }
+  if (max_tokens < 0) max_tokens = ctx.limits.default_max_tokens;
+  if (ctx.limits.max_tokens > 0 && max_tokens > ctx.limits.max_tokens) {
+    f.Fail("max_tokens", "max_tokens = " + std::to_string(max_tokens) + " exceeds this server's limit of " +
+                             std::to_string(ctx.limits.max_tokens));
+    return std::nullopt;
+  }
+  r.max_tokens = max_tokens;
+  if (!ParseStop(body, &r.stop, error)) return std::nullopt;
+  if (f.Has("stream_options")) {
+    const json& so = body["stream_options"];
+    if (!so.is_object() || (so.contains("include_usage") && !so["include_usage"].is_boolean())) {
+      f.Fail("stream_options", "'stream_options' must be an object with a boolean 'include_usage'");
+      return std::nullopt;
+    }
+    job.include_usage = so.value("include_usage", false);
+  }
+  // logprobs: chat takes a boolean plus top_logprobs [0, 20]; completions take an integer [0, 5].
+  if (chat) {
+    if (!f.Bool("logprobs", &job.logprobs) || !f.Number("top_logprobs", 0, 20, &job.top_logprobs)) {
+      return std::nullopt;
+    }
+    if (job.top_logprobs > 0 && !job.logprobs) {
+      f.Fail("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+      return std::nullopt;
+    }
+  } else {
+    int lp = -1;
+    if (!f.Number("logprobs", 0, 5, &lp)) return std::nullopt;
+    job.logprobs = lp >= 0;
+    job.top_logprobs = std::max(lp, 0);
+  }
+  r.logprobs = job.logprobs;
+  r.top_logprobs = job.top_logprobs;
+  return job;
+}
+
+json UsageJson(const engine::Usage& u) {
+  json j{{"prompt_tokens", u.prompt_tokens},
+         {"completion_tokens", u.completion_tokens},
+         {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  j["prompt_tokens_details"] = {{"cached_tokens", u.cached_prompt_tokens}};
+  return j;
+}
+
+namespace {
+
+json LogprobsJson(const CompletionJob& job, const std::vector<engine::GeneratedToken>& tokens,
+                  const engine::Tokenizer& tok) {
+  if (!job.logprobs) return nullptr;
+  if (job.chat) {
+    json content = json::array();
+    for (const auto& t : tokens) {
+      json top = json::array();
+      for (const auto& alt : t.top) {
+        top.push_back({{"token", SanitizeUtf8(tok.TokenToPiece(alt.token))}, {"logprob", alt.logprob}});
+      }
+      content.push_back({{"token", SanitizeUtf8(tok.TokenToPiece(t.id))}, {"logprob", t.logprob}, {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  json out{{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}};
+  for (const auto& t : tokens) {
+    out["tokens"].push_back(SanitizeUtf8(tok.TokenToPiece(t.id)));
+    out["token_logprobs"].push_back(t.logprob);
+    json top = json::object();
+    for (const auto& alt : t.top) top[SanitizeUtf8(tok.TokenToPiece(alt.token))] = alt.logprob;
+    out["top_logprobs"].push_back(top);
+  }
+  return out;
+}
+
+}  // namespace
+
+json CompletionResponse(const CompletionJob& job, const std::string& id, int64_t created, const std::string& model,
+                        const std::vector<std::string>& texts, const std::vector<engine::GenerateEvent>& finals,
+                        const std::vector<std::vector<engine::GeneratedToken>>& tokens, const engine::Tokenizer& tok) {
+  json choices = json::array();
+  engine::Usage usage;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    json c{{"index", i}, {"finish_reason", OpenAiFinishReason(finals[i].finish_reason)},
+           {"logprobs", LogprobsJson(job, tokens[i], tok)}};
+    if (job.chat) {
+      c["message"] = {{"role", "assistant"}, {"content", SanitizeUtf8(texts[i])}};
+    } else {
+      c["text"] = SanitizeUtf8(texts[i]);
+    }
+    choices.push_back(std::move(c));
+    usage.prompt_tokens = finals[i].usage.prompt_tokens;
+    usage.completion_tokens += finals[i].usage.completion_tokens;
+    usage.cached_prompt_tokens = finals[i].usage.cached_prompt_tokens;
+  }
+  return {{"id", id},
+          {"object", job.chat ? "chat.completion" : "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", choices},
+          {"usage", UsageJson(usage)}};
+}
+
+json StreamChunk(const CompletionJob& job, const std::string& id, int64_t created, const std::string& model, int index,
+                 const std::string& text, const std::vector<engine::GeneratedToken>& tokens,
+                 const std::string& finish_reason, bool first, const engine::Tokenizer& tok) {
+  json c{{"index", index}, {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)},
+         {"logprobs", tokens.empty() ? json(nullptr) : LogprobsJson(job, tokens, tok)}};
+  if (job.chat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || (first && finish_reason.empty())) delta["content"] = SanitizeUtf8(text);
+    c["delta"] = delta;
+  } else {
+    c["text"] = SanitizeUtf8(text);
+  }
+  json j{{"id", id},
+         {"object", job.chat ? "chat.completion.chunk" : "text_completion"},
+         {"created", created},
+         {"model", model},
+         {"choices", json::array({c})}};
+  if (job.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+json UsageChunk(const CompletionJob& job, const std::string& id, int64_t created, const std::string& model,
+                const engine::Usage& usage) {
+  return {{"id", id},
+          {"object", job.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array()},
+          {"usage", UsageJson(usage)}};
+}
+
+}  // namespace tq::server

@@ -1,0 +1,74 @@
+// The OpenAI-compatible request and response bodies: JSON <-> engine requests and events.
+// Parsing checks every field's type and range and reports the first problem with the field's name.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/runner/chat_template.h"
+#include "engine/runner/request.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace tq::server {
+
+struct ApiLimits {
+  int max_prompt_tokens = 0;  // 0 = the context length minus one
+  int max_tokens = 0;         // cap on max_tokens; 0 = none
+  int default_max_tokens = 256;
+  int max_n = 16;
+};
+
+struct ApiContext {
+  std::string model_id;                   // what /v1/models lists and `model` must name
+  const engine::Tokenizer* tokenizer = nullptr;
+  const engine::ChatTemplate* chat = nullptr;  // null: the model has no usable chat template
+  int ctx_size = 0;
+  ApiLimits limits;
+};
+
+// A parsed /v1/completions or /v1/chat/completions request. A field error is invalid_argument with `param` set.
+struct CompletionJob {
+  bool chat = false;
+  bool stream = false;
+  bool include_usage = false;
+  int n = 1;
+  bool logprobs = false;
+  int top_logprobs = 0;
+  engine::GenerateRequest request;  // prompt tokens and parameters; ids are set per choice
+};
+
+struct ParseError {
+  Status status;
+  std::string param;  // the offending field, e.g. "temperature"
+};
+
+// Returns the job or fills `error`.
+std::optional<CompletionJob> ParseCompletionRequest(const nlohmann::json& body, bool chat, const ApiContext& ctx,
+                                                    ParseError* error);
+
+// Response bodies. `texts[i]`, `finals[i]`, `tokens[i]` belong to choice i.
+nlohmann::json CompletionResponse(const CompletionJob& job, const std::string& id, int64_t created,
+                                  const std::string& model, const std::vector<std::string>& texts,
+                                  const std::vector<engine::GenerateEvent>& finals,
+                                  const std::vector<std::vector<engine::GeneratedToken>>& tokens,
+                                  const engine::Tokenizer& tokenizer);
+
+// One streamed chunk for choice `index`: text delta and/or a finish reason ("" = none).
+nlohmann::json StreamChunk(const CompletionJob& job, const std::string& id, int64_t created,
+                           const std::string& model, int index, const std::string& text,
+                           const std::vector<engine::GeneratedToken>& tokens, const std::string& finish_reason,
+                           bool first, const engine::Tokenizer& tokenizer);
+nlohmann::json UsageChunk(const CompletionJob& job, const std::string& id, int64_t created, const std::string& model,
+                          const engine::Usage& usage);
+nlohmann::json UsageJson(const engine::Usage& usage);
+
+// "stop", "length", ... as OpenAI clients expect.
+std::string OpenAiFinishReason(engine::FinishReason reason);
+
+// Text safe to put in JSON: invalid UTF-8 bytes become U+FFFD.
+std::string SanitizeUtf8(std::string_view text);
+
+}  // namespace tq::server
