@@ -8,8 +8,11 @@
 namespace tq::engine {
 namespace {
 
-// y[b] = W x[b] for b in [0, batch), rows split over the pool. x: [batch, w.cols], y: [batch, w.rows].
+// y[b] = W x[b] for b in [0, batch). x: [batch, w.cols], y: [batch, w.rows]. The activations are prepared once
+// per product (for a small batch every thread prepares its own copy, which is cheaper than another barrier),
+// then the rows are split over the pool in whole row tiles.
 void MatMul(const Weight& w, const float* x, int64_t batch, float* y, ThreadPool& pool) {
+  constexpr int64_t kPrivateActsMaxBatch = 4;
   kernels::MatMulArgs args;
   args.type = w.type;
   args.w = w.data;
@@ -19,10 +22,30 @@ void MatMul(const Weight& w, const float* x, int64_t batch, float* y, ThreadPool
   args.batch = batch;
   args.y = y;
   args.y_stride = w.rows;
-  pool.ParallelFor(w.rows, [&](int64_t begin, int64_t end, int) {
-    thread_local std::vector<float> scratch;
-    if (scratch.size() < static_cast<size_t>(w.cols)) scratch.resize(w.cols);
-    kernels::MatMulRows(args, begin, end, scratch.data());
+  const int64_t act_bytes = kernels::MatMulActivationBytes(args);
+  const int64_t scratch_bytes = kernels::MatMulScratchBytes(args);
+  const bool private_acts = batch <= kPrivateActsMaxBatch;
+  thread_local std::vector<uint8_t> shared_acts;  // the calling thread's; workers see it through the pointer
+  if (act_bytes > 0 && !private_acts && shared_acts.size() < static_cast<size_t>(act_bytes)) {
+    shared_acts.resize(act_bytes);
+  }
+  uint8_t* const shared = shared_acts.data();
+  if (act_bytes > 0 && !private_acts) {
+    pool.ParallelFor(batch, [&](int64_t begin, int64_t end, int) {
+      kernels::PrepareActivations(args, begin, end, shared);
+    });
+  }
+  const int64_t tile = kernels::kMatMulRowTile;
+  pool.ParallelFor((w.rows + tile - 1) / tile, [&](int64_t begin, int64_t end, int) {
+    thread_local std::vector<uint8_t> scratch, own_acts;
+    if (scratch.size() < static_cast<size_t>(scratch_bytes)) scratch.resize(scratch_bytes);
+    const uint8_t* acts = shared;
+    if (act_bytes > 0 && private_acts) {
+      if (own_acts.size() < static_cast<size_t>(act_bytes)) own_acts.resize(act_bytes);
+      kernels::PrepareActivations(args, 0, batch, own_acts.data());
+      acts = own_acts.data();
+    }
+    kernels::MatMulRows(args, acts, begin * tile, std::min(end * tile, w.rows), scratch.data());
   });
 }
 

@@ -1,7 +1,11 @@
+// Entry points of the weight-matrix product, the float-weight path (F32, F16, BF16: rows decoded to f32, times
+// f32 activations) and the SIMD row decoders. The int8 path for block-quantized weights is in matmul_q8.cc.
 #include "kernels/cpu/matmul.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/matmul_q8.h"
 #include "kernels/weights/half.h"
 #include "kernels/weights/weight_ref.h"
 
@@ -88,10 +92,24 @@ void DecodeF16(const uint8_t* row, int64_t cols, float* out) {
   if (i < cols) DequantizeRowRef(WeightType::kF16, row + 2 * i, out + i, cols - i);
 }
 
+void DecodeBf16(const uint8_t* row, int64_t cols, float* out) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::Rebind<uint16_t, decltype(df)> d16;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const auto* h = reinterpret_cast<const uint16_t*>(row);
+  int64_t i = 0;
+  for (; i + lanes <= cols; i += lanes) {
+    hn::StoreU(hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, h + i)))), df, out + i);
+  }
+  if (i < cols) DequantizeRowRef(WeightType::kBF16, row + 2 * i, out + i, cols - i);
+}
+
 void Decode(WeightType type, const uint8_t* row, int64_t cols, float* out) {
   switch (type) {
     case WeightType::kF32: std::memcpy(out, row, static_cast<size_t>(cols) * 4); return;
     case WeightType::kF16: DecodeF16(row, cols, out); return;
+    case WeightType::kBF16: DecodeBf16(row, cols, out); return;
     case WeightType::kQ8_0: DecodeBlocks32<WeightType::kQ8_0>(row, cols, out); return;
     case WeightType::kQ4_0: DecodeBlocks32<WeightType::kQ4_0>(row, cols, out); return;
     case WeightType::kQ4_1: DecodeBlocks32<WeightType::kQ4_1>(row, cols, out); return;
@@ -99,16 +117,74 @@ void Decode(WeightType type, const uint8_t* row, int64_t cols, float* out) {
   }
 }
 
-void MatMulRowsImpl(const MatMulArgs& a, int64_t row_begin, int64_t row_end, float* scratch) {
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    const uint8_t* row = a.w + r * a.row_bytes;
-    const float* decoded = scratch;
-    if (a.type == WeightType::kF32) {
-      decoded = reinterpret_cast<const float*>(row);
-    } else {
-      Decode(a.type, row, a.cols, scratch);
+// ---------------------------------------------------------------- float weights (F32, F16, BF16)
+
+constexpr int kR = static_cast<int>(kMatMulRowTile);
+constexpr int kTMax = 4;  // activation rows per tile
+
+// out[r][t] = w[r] . x[t] for r < kR, t < kT; w[r] and x + t * cols hold `cols` floats.
+template <int kT>
+void FloatTile(const float* const* w, const float* x, int64_t cols, float out[kR][kTMax]) {
+#if HWY_HAVE_SCALABLE  // no arrays of sizeless vectors: one dot product per pair
+  for (int r = 0; r < kR; ++r) {
+    for (int t = 0; t < kT; ++t) out[r][t] = Dot(w[r], x + t * cols, cols);
+  }
+#else
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  hn::Vec<decltype(d)> acc[kR][kT];
+  for (int r = 0; r < kR; ++r) {
+    for (int t = 0; t < kT; ++t) acc[r][t] = hn::Zero(d);
+  }
+  int64_t i = 0;
+  for (; i + lanes <= cols; i += lanes) {
+    hn::Vec<decltype(d)> xv[kT];
+    for (int t = 0; t < kT; ++t) xv[t] = hn::LoadU(d, x + t * cols + i);
+    for (int r = 0; r < kR; ++r) {
+      const auto wv = hn::LoadU(d, w[r] + i);
+      for (int t = 0; t < kT; ++t) acc[r][t] = hn::MulAdd(wv, xv[t], acc[r][t]);
     }
-    for (int64_t b = 0; b < a.batch; ++b) a.y[b * a.y_stride + r] = Dot(decoded, a.x + b * a.cols, a.cols);
+  }
+  for (int r = 0; r < kR; ++r) {
+    for (int t = 0; t < kT; ++t) {
+      float sum = hn::GetLane(hn::SumOfLanes(d, acc[r][t]));
+      for (int64_t j = i; j < cols; ++j) sum += w[r][j] * x[t * cols + j];
+      out[r][t] = sum;
+    }
+  }
+#endif
+}
+
+void FloatRows(const MatMulArgs& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  float* panel = reinterpret_cast<float*>(scratch);
+  float out[kR][kTMax];
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kR) {
+    const int n = static_cast<int>(std::min<int64_t>(kR, row_end - r0));
+    const float* w[kR];
+    for (int r = 0; r < n; ++r) {
+      const uint8_t* row = a.w + (r0 + r) * a.row_bytes;
+      if (a.type == WeightType::kF32) {
+        w[r] = reinterpret_cast<const float*>(row);
+      } else {
+        Decode(a.type, row, a.cols, panel + r * a.cols);
+        w[r] = panel + r * a.cols;
+      }
+    }
+    for (int r = n; r < kR; ++r) w[r] = w[0];  // padding rows: computed, then discarded
+    for (int64_t b0 = 0; b0 < a.batch; b0 += kTMax) {
+      const int nt = static_cast<int>(std::min<int64_t>(kTMax, a.batch - b0));
+      const float* xt = a.x + b0 * a.cols;
+      switch (nt) {
+        case 1: FloatTile<1>(w, xt, a.cols, out); break;
+        case 2: FloatTile<2>(w, xt, a.cols, out); break;
+        case 3: FloatTile<3>(w, xt, a.cols, out); break;
+        default: FloatTile<4>(w, xt, a.cols, out); break;
+      }
+      for (int t = 0; t < nt; ++t) {
+        float* yt = a.y + (b0 + t) * a.y_stride + r0;
+        for (int r = 0; r < n; ++r) yt[r] = out[r][t];
+      }
+    }
   }
 }
 
@@ -119,13 +195,30 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace tq::kernels {
 
-HWY_EXPORT(MatMulRowsImpl);
+HWY_EXPORT(FloatRows);
 HWY_EXPORT(Decode);
 HWY_EXPORT(Dot);
 HWY_EXPORT(Axpy);
 
-void MatMulRows(const MatMulArgs& args, int64_t row_begin, int64_t row_end, float* scratch) {
-  HWY_DYNAMIC_DISPATCH(MatMulRowsImpl)(args, row_begin, row_end, scratch);
+int64_t MatMulActivationBytes(const MatMulArgs& args) {
+  return IsQ8PathType(args.type) ? Q8ActivationStride(args.cols) * args.batch : 0;
+}
+
+int64_t MatMulScratchBytes(const MatMulArgs& args) {
+  return IsQ8PathType(args.type) ? Q8ScratchBytes(args.cols)
+                                 : kMatMulRowTile * args.cols * static_cast<int64_t>(sizeof(float));
+}
+
+void PrepareActivations(const MatMulArgs& args, int64_t b_begin, int64_t b_end, uint8_t* acts) {
+  if (IsQ8PathType(args.type)) QuantizeActivationsQ8(args.x, args.cols, b_begin, b_end, acts);
+}
+
+void MatMulRows(const MatMulArgs& args, const uint8_t* acts, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
+  if (IsQ8PathType(args.type)) {
+    MatMulRowsQ8(args, acts, row_begin, row_end, scratch);
+  } else {
+    HWY_DYNAMIC_DISPATCH(FloatRows)(args, row_begin, row_end, scratch);
+  }
 }
 void DecodeRow(WeightType type, const uint8_t* row, int64_t cols, float* out) {
   HWY_DYNAMIC_DISPATCH(Decode)(type, row, cols, out);

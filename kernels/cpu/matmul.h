@@ -2,9 +2,18 @@
 //
 // W is [rows, cols] in a weight type (rows contiguous, each row `row_bytes` bytes = WeightBytes(type, cols));
 // X is [batch, cols] f32, row-major; Y is [batch, y_stride] f32 and receives Y[b][r] for r in [row_begin, row_end).
+//
+// A product runs in two phases so that several threads can share the first:
+//   1. PrepareActivations converts X once per product. Block-quantized weights (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
+//      Q6_K) multiply 8-bit activations: each block of 32 values of X becomes int8 codes and an f32 scale
+//      (x ~ d * q, |q| <= 127), so the products are integer dot products per block, scaled once per block.
+//      Float weights (F32, F16, BF16) multiply X as it is and need no prepared activations (0 bytes).
+//   2. MatMulRows computes a range of rows. It decodes kMatMulRowTile weight rows at a time into a small panel
+//      (per-thread scratch) and multiplies the panel with a few activation rows at a time held in registers,
+//      so each decoded weight is reused across the whole batch.
 // The SIMD target is chosen once per call by Highway's dynamic dispatch (the call covers a whole block of rows).
-// Types with a SIMD row decoder: F32, F16, Q8_0, Q4_0, Q4_1; the others go through the scalar reference decoder
-// (kernels/weights/weight_ref.h) and the same SIMD dot products.
+// Accuracy against DotRowRef (kernels/weights/weight_ref.h): float weights, f32 rounding only; quantized weights,
+// additionally the activation rounding, at most sum over blocks of (amax(x block) / 254) * sum |w| in the block.
 #pragma once
 
 #include <cstdint>
@@ -24,9 +33,23 @@ struct MatMulArgs {
   int64_t y_stride = 0;
 };
 
-// Computes rows [row_begin, row_end) of Y. `scratch` holds `cols` floats (one decoded row), owned by the caller
-// (one per thread).
-void MatMulRows(const MatMulArgs& args, int64_t row_begin, int64_t row_end, float* scratch);
+// Rows per decoded panel: a thread's row range is best a multiple of it (any range is correct).
+inline constexpr int64_t kMatMulRowTile = 4;
+
+// Bytes of the prepared activations of all `batch` rows (shared by the threads of one product); 0 for the
+// float weight types.
+int64_t MatMulActivationBytes(const MatMulArgs& args);
+
+// Bytes of per-thread scratch MatMulRows needs (the decoded panel).
+int64_t MatMulScratchBytes(const MatMulArgs& args);
+
+// Prepares activation rows [b_begin, b_end) of X into `acts` (MatMulActivationBytes(args) bytes, any alignment).
+// Rows are independent: threads may prepare disjoint ranges of the same buffer.
+void PrepareActivations(const MatMulArgs& args, int64_t b_begin, int64_t b_end, uint8_t* acts);
+
+// Computes rows [row_begin, row_end) of Y from activations prepared for all rows of X (`acts` is unused for
+// the float types). `scratch` holds MatMulScratchBytes(args) bytes, owned by the caller (one per thread).
+void MatMulRows(const MatMulArgs& args, const uint8_t* acts, int64_t row_begin, int64_t row_end, uint8_t* scratch);
 
 // Decodes one row of `cols` elements to f32 (SIMD where the type has a decoder).
 void DecodeRow(WeightType type, const uint8_t* row, int64_t cols, float* out);

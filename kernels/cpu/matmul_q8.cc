@@ -1,0 +1,425 @@
+// The int8 path of the weight-matrix product: block-quantized weights times 8-bit activations (layouts in
+// matmul_q8.h). Per thread: decode kR weight rows into a panel (u8/int8 codes, a scale and a min per half-block),
+// then multiply the panel with kT activation records at a time, kR x kT accumulators in registers.
+// x86 targets (AVX2, AVX3, AVX3_DL) use 256-bit integer dot products per block of 32 (AVX-512 VNNI's dpbusd on
+// AVX3_DL, maddubs + madd otherwise); other targets use the same loops in scalar integer code.
+#include "kernels/cpu/matmul_q8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/weights/half.h"
+#include "kernels/weights/weight_ref.h"
+
+// Compile the Ice Lake+ target (AVX-512 VNNI) too; Highway 1.0.3 leaves it out unless asked.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/matmul_q8.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#ifndef TQ_KERNELS_CPU_MATMUL_Q8_SHARED_  // once, not per target
+#define TQ_KERNELS_CPU_MATMUL_Q8_SHARED_
+namespace tq::kernels {
+namespace q8 {
+inline constexpr int kR = 4;  // weight rows per panel (kMatMulRowTile)
+static_assert(kR == kMatMulRowTile);
+// Bytes of one panel row: codes, then f32 sc[2 * nb] and f32 mn[2 * nb].
+inline int64_t PanelRowBytes(int64_t cols) { return cols + (cols / 32) * 16; }
+}  // namespace q8
+}  // namespace tq::kernels
+#endif
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+#pragma GCC target("avx512vnni")  // Highway's AVX3_DL runtime check includes AVX512_VNNI
+#endif
+namespace tq::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using q8::kR;
+using q8::PanelRowBytes;
+
+#undef TQ_Q8_X86
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define TQ_Q8_X86 1
+// Activation records per tile: AVX2 has 16 vector registers, AVX-512 32.
+constexpr int kTMax = HWY_TARGET == HWY_AVX2 ? 2 : 4;
+inline float F16(const uint8_t* p) { return _cvtsh_ss(LoadU16(p)); }
+#else
+#define TQ_Q8_X86 0
+constexpr int kTMax = 4;
+inline float F16(const uint8_t* p) { return LoadHalf(p); }
+#endif
+
+// ---------------------------------------------------------------- activations
+
+void QuantizeRows(const float* x, int64_t cols, int64_t b_begin, int64_t b_end, uint8_t* acts) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<int8_t, decltype(df)> d8;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t nb = cols / 32, stride = Q8ActivationStride(cols);
+  for (int64_t b = b_begin; b < b_end; ++b) {
+    const float* xr = x + b * cols;
+    uint8_t* rec = acts + b * stride;
+    auto* q = reinterpret_cast<int8_t*>(rec);
+    auto* d = reinterpret_cast<float*>(rec + cols);
+    float* s = d + nb;
+    for (int64_t blk = 0; blk < nb; ++blk) {
+      const float* xb = xr + 32 * blk;
+      int8_t* qb = q + 32 * blk;
+      float amax = 0.0f;
+      int32_t sum[2] = {0, 0};
+      if (lanes <= 16) {
+        auto vmax = hn::Zero(df);
+        for (int64_t k = 0; k < 32; k += lanes) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + k)));
+        amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
+        const auto vinv = hn::Set(df, amax > 0.0f ? 127.0f / amax : 0.0f);
+        auto vsum0 = hn::Zero(di), vsum1 = hn::Zero(di);
+        for (int64_t k = 0; k < 32; k += lanes) {
+          const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, xb + k), vinv));
+          hn::StoreU(hn::DemoteTo(d8, qi), d8, qb + k);
+          if (k < 16) {
+            vsum0 = hn::Add(vsum0, qi);
+          } else {
+            vsum1 = hn::Add(vsum1, qi);
+          }
+        }
+        sum[0] = hn::GetLane(hn::SumOfLanes(di, vsum0));
+        sum[1] = hn::GetLane(hn::SumOfLanes(di, vsum1));
+      } else {  // vectors wider than a half-block
+        for (int k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(xb[k]));
+        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        for (int k = 0; k < 32; ++k) {
+          qb[k] = static_cast<int8_t>(std::nearbyint(xb[k] * inv));
+          sum[k / 16] += qb[k];
+        }
+      }
+      d[blk] = amax / 127.0f;
+      s[2 * blk] = d[blk] * static_cast<float>(sum[0]);
+      s[2 * blk + 1] = d[blk] * static_cast<float>(sum[1]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- panel decoders (one weight row)
+
+#if TQ_Q8_X86
+using V32 = __m256i;  // 32 codes
+inline V32 Load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline void Store32(uint8_t* p, V32 v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+inline V32 And15(V32 v) { return _mm256_and_si256(v, _mm256_set1_epi8(15)); }
+// Bytes of v shifted right by `bits` (< 8), masked to `mask`: 16-bit shifts are exact after the mask.
+inline V32 ShiftMask(V32 v, int bits, int mask) {
+  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(bits)), _mm256_set1_epi8(static_cast<char>(mask)));
+}
+inline V32 Shl4(V32 v) { return _mm256_slli_epi16(v, 4); }  // bytes < 16: no carry into the next byte
+#endif
+
+// Codes of 32 elements from 16 packed bytes: low nibbles first, then high nibbles.
+inline void UnpackNibbles(const uint8_t* __restrict q, uint8_t* __restrict c) {
+#if TQ_Q8_X86
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+  Store32(c, And15(_mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1)));
+#else
+  for (int j = 0; j < 16; ++j) {
+    c[j] = q[j] & 15;
+    c[j + 16] = q[j] >> 4;
+  }
+#endif
+}
+
+// Codes of one Q4_K / Q5_K super-block (256 elements; layout in weight_ref.cc).
+inline void UnpackK4(const uint8_t* __restrict q, const uint8_t* __restrict qh, bool five, uint8_t* __restrict cs) {
+  for (int ch = 0; ch < 4; ++ch) {  // sub-blocks 2ch (low nibbles) and 2ch + 1 (high nibbles)
+#if TQ_Q8_X86
+    const V32 v = Load32(q + 32 * ch);
+    V32 lo = And15(v), hi = ShiftMask(v, 4, 15);
+    if (five) {
+      const V32 h = Load32(qh);
+      lo = _mm256_or_si256(lo, Shl4(ShiftMask(h, 2 * ch, 1)));
+      hi = _mm256_or_si256(hi, Shl4(ShiftMask(h, 2 * ch + 1, 1)));
+    }
+    Store32(cs + 64 * ch, lo);
+    Store32(cs + 64 * ch + 32, hi);
+#else
+    for (int l = 0; l < 32; ++l) {
+      int lo = q[32 * ch + l] & 15, hi = q[32 * ch + l] >> 4;
+      if (five) {
+        lo |= ((qh[l] >> (2 * ch)) & 1) << 4;
+        hi |= ((qh[l] >> (2 * ch + 1)) & 1) << 4;
+      }
+      cs[64 * ch + l] = static_cast<uint8_t>(lo);
+      cs[64 * ch + 32 + l] = static_cast<uint8_t>(hi);
+    }
+#endif
+  }
+}
+
+// Codes (0..63) of one Q6_K super-block (layout in weight_ref.cc).
+inline void UnpackQ6K(const uint8_t* __restrict ql, const uint8_t* __restrict qh, uint8_t* __restrict cs) {
+  for (int h = 0; h < 2; ++h) {
+    for (int k = 0; k < 4; ++k) {
+      const uint8_t* lb = ql + 64 * h + 32 * (k & 1);
+      const int shift = k < 2 ? 0 : 4;
+#if TQ_Q8_X86
+      const V32 low = ShiftMask(Load32(lb), shift, 15);
+      const V32 high = ShiftMask(Load32(qh + 32 * h), 2 * k, 3);
+      Store32(cs + 128 * h + 32 * k, _mm256_or_si256(low, Shl4(high)));
+#else
+      for (int l = 0; l < 32; ++l) {
+        cs[128 * h + 32 * k + l] =
+            static_cast<uint8_t>(((lb[l] >> shift) & 15) | (((qh[32 * h + l] >> (2 * k)) & 3) << 4));
+      }
+#endif
+    }
+  }
+}
+
+void DecodePanelRow(WeightType type, const uint8_t* row, int64_t cols, uint8_t* panel) {
+  const int64_t nb = cols / 32;
+  uint8_t* c = panel;
+  auto* sc = reinterpret_cast<float*>(panel + cols);
+  float* mn = sc + 2 * nb;
+  switch (type) {
+    case WeightType::kQ8_0:
+      for (int64_t i = 0; i < nb; ++i) {
+        const uint8_t* b = row + 34 * i;
+        std::memcpy(c + 32 * i, b + 2, 32);
+        sc[2 * i] = sc[2 * i + 1] = F16(b);
+        mn[2 * i] = mn[2 * i + 1] = 0.0f;
+      }
+      return;
+    case WeightType::kQ4_0:
+      for (int64_t i = 0; i < nb; ++i) {
+        const uint8_t* b = row + 18 * i;
+        UnpackNibbles(b + 2, c + 32 * i);
+        const float d = F16(b);
+        sc[2 * i] = sc[2 * i + 1] = d;
+        mn[2 * i] = mn[2 * i + 1] = -8.0f * d;
+      }
+      return;
+    case WeightType::kQ4_1:
+      for (int64_t i = 0; i < nb; ++i) {
+        const uint8_t* b = row + 20 * i;
+        UnpackNibbles(b + 4, c + 32 * i);
+        sc[2 * i] = sc[2 * i + 1] = F16(b);
+        mn[2 * i] = mn[2 * i + 1] = F16(b + 2);
+      }
+      return;
+    case WeightType::kQ4_K:
+    case WeightType::kQ5_K: {
+      const bool five = type == WeightType::kQ5_K;
+      const int64_t block_bytes = five ? 176 : 144;
+      for (int64_t sb = 0; sb < cols / kQkK; ++sb) {
+        const uint8_t* b = row + block_bytes * sb;
+        const float d = F16(b), dmin = F16(b + 2);
+        const uint8_t* qh = b + 16;
+        const uint8_t* q = five ? b + 48 : b + 16;
+        UnpackK4(q, qh, five, c + kQkK * sb);
+        for (int j = 0; j < 8; ++j) {
+          uint8_t s6, m6;
+          UnpackScaleMinK4(j, b + 4, &s6, &m6);
+          const int64_t h = 16 * sb + 2 * j;
+          sc[h] = sc[h + 1] = d * static_cast<float>(s6);
+          mn[h] = mn[h + 1] = -dmin * static_cast<float>(m6);
+        }
+      }
+      return;
+    }
+    case WeightType::kQ6_K:
+      for (int64_t sb = 0; sb < cols / kQkK; ++sb) {
+        const uint8_t* b = row + 210 * sb;
+        const uint8_t* ql = b;
+        const uint8_t* qh = b + 128;
+        const auto* scales = reinterpret_cast<const int8_t*>(b + 192);
+        const float d = F16(b + 208);
+        UnpackQ6K(ql, qh, c + kQkK * sb);
+        for (int j = 0; j < 16; ++j) {
+          const float s16 = d * static_cast<float>(scales[j]);
+          sc[16 * sb + j] = s16;
+          mn[16 * sb + j] = -32.0f * s16;
+        }
+      }
+      return;
+    default:
+      return;  // not an int8-path type (MatMulRowsQ8 is only called for IsQ8PathType)
+  }
+}
+
+// ---------------------------------------------------------------- tiles
+
+// sum_i mn[i] * s[i] over n half-blocks.
+inline float MinTerm(const float* mn, const float* s, int64_t n) {
+  const hn::ScalableTag<float> df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  auto acc = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) acc = hn::MulAdd(hn::LoadU(df, mn + i), hn::LoadU(df, s + i), acc);
+  float sum = hn::GetLane(hn::SumOfLanes(df, acc));
+  for (; i < n; ++i) sum += mn[i] * s[i];
+  return sum;
+}
+
+#if TQ_Q8_X86
+// Per int32 lane j: sum over bytes 4j..4j+3 of w (u8) * x (int8).
+inline __m256i DotQuads(__m256i w, __m256i x) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x);
+#else
+  // Pairs of u8 * int8 stay within int16: |2 * 128 * 127| < 32768 (codes are <= 128 after abs).
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+#endif
+}
+
+inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+#endif
+
+// out[r][t] = panel row r . activation record t, for r < kR, t < kT.
+// kSigned: codes are int8 (Q8_0), multiplied as |c| * (x with c's sign). kPer16: the two half-blocks of a block
+// have their own scales (Q6_K). kMin: the type has min terms.
+template <bool kSigned, bool kPer16, bool kMin, int kT>
+void Tile(const uint8_t* panel, int64_t cols, const uint8_t* acts, int64_t stride, float out[kR][kTMax]) {
+  const int64_t nb = cols / 32, prow = PanelRowBytes(cols);
+  const float* dx[kT];
+  for (int t = 0; t < kT; ++t) dx[t] = reinterpret_cast<const float*>(acts + t * stride + cols);
+#if TQ_Q8_X86
+  __m256 acc[kR][kT];
+  for (int r = 0; r < kR; ++r) {
+    for (int t = 0; t < kT; ++t) acc[r][t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i xq[kT];
+    __m256 xd[kT];
+    for (int t = 0; t < kT; ++t) {
+      xq[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acts + t * stride + 32 * b));
+      xd[t] = _mm256_broadcast_ss(dx[t] + b);
+    }
+    for (int r = 0; r < kR; ++r) {
+      const uint8_t* pr = panel + r * prow;
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pr + 32 * b));
+      const float* sc = reinterpret_cast<const float*>(pr + cols) + 2 * b;
+      __m256 sv;
+      if constexpr (kPer16) {
+        sv = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_broadcast_ss(sc)), _mm_broadcast_ss(sc + 1), 1);
+      } else {
+        sv = _mm256_broadcast_ss(sc);
+      }
+      const __m256i wa = kSigned ? _mm256_sign_epi8(w, w) : w;
+      for (int t = 0; t < kT; ++t) {
+        const __m256i xs = kSigned ? _mm256_sign_epi8(xq[t], w) : xq[t];
+        const __m256 dot = _mm256_cvtepi32_ps(DotQuads(wa, xs));
+        acc[r][t] = _mm256_fmadd_ps(dot, _mm256_mul_ps(sv, xd[t]), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < kR; ++r) {
+    for (int t = 0; t < kT; ++t) out[r][t] = HorizontalSum(acc[r][t]);
+  }
+#else
+  for (int r = 0; r < kR; ++r) {
+    const uint8_t* pr = panel + r * prow;
+    const float* sc = reinterpret_cast<const float*>(pr + cols);
+    for (int t = 0; t < kT; ++t) {
+      const auto* xq = reinterpret_cast<const int8_t*>(acts + t * stride);
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        int32_t half[2] = {0, 0};
+        for (int i = 0; i < 32; ++i) {
+          const int32_t c = kSigned ? static_cast<int8_t>(pr[32 * b + i]) : pr[32 * b + i];
+          half[i / 16] += c * xq[32 * b + i];
+        }
+        sum += dx[t][b] * (sc[2 * b] * static_cast<float>(half[0]) + sc[2 * b + 1] * static_cast<float>(half[1]));
+      }
+      out[r][t] = sum;
+    }
+  }
+#endif
+  if constexpr (kMin) {
+    for (int r = 0; r < kR; ++r) {
+      const float* mn = reinterpret_cast<const float*>(panel + r * prow + cols) + 2 * nb;
+      for (int t = 0; t < kT; ++t) out[r][t] += MinTerm(mn, dx[t] + nb, 2 * nb);
+    }
+  }
+}
+
+template <bool kSigned, bool kPer16, bool kMin>
+void RunRows(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64_t row_end, uint8_t* panel) {
+  const int64_t stride = Q8ActivationStride(a.cols), prow = PanelRowBytes(a.cols);
+  float out[kR][kTMax];
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kR) {
+    const int n = static_cast<int>(std::min<int64_t>(kR, row_end - r0));
+    for (int r = 0; r < n; ++r) DecodePanelRow(a.type, a.w + (r0 + r) * a.row_bytes, a.cols, panel + r * prow);
+    // Rows past the range are zero (zero codes, scales and mins): their outputs are discarded.
+    if (n < kR) std::memset(panel + n * prow, 0, static_cast<size_t>((kR - n) * prow));
+    for (int64_t b0 = 0; b0 < a.batch; b0 += kTMax) {
+      const int nt = static_cast<int>(std::min<int64_t>(kTMax, a.batch - b0));
+      const uint8_t* at = acts + b0 * stride;
+      switch (nt) {
+        case 1: Tile<kSigned, kPer16, kMin, 1>(panel, a.cols, at, stride, out); break;
+        case 2: Tile<kSigned, kPer16, kMin, 2>(panel, a.cols, at, stride, out); break;
+        case 3: if constexpr (kTMax >= 3) Tile<kSigned, kPer16, kMin, 3>(panel, a.cols, at, stride, out); break;
+        default: if constexpr (kTMax >= 4) Tile<kSigned, kPer16, kMin, 4>(panel, a.cols, at, stride, out); break;
+      }
+      for (int t = 0; t < nt; ++t) {
+        float* yt = a.y + (b0 + t) * a.y_stride + r0;
+        for (int r = 0; r < n; ++r) yt[r] = out[r][t];
+      }
+    }
+  }
+}
+
+void MatMulRowsImpl(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64_t row_end,
+                    uint8_t* scratch) {
+  switch (a.type) {
+    case WeightType::kQ8_0: RunRows<true, false, false>(a, acts, row_begin, row_end, scratch); return;
+    case WeightType::kQ6_K: RunRows<false, true, true>(a, acts, row_begin, row_end, scratch); return;
+    default: RunRows<false, false, true>(a, acts, row_begin, row_end, scratch); return;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tq::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tq::kernels {
+
+HWY_EXPORT(QuantizeRows);
+HWY_EXPORT(MatMulRowsImpl);
+
+bool IsQ8PathType(WeightType type) {
+  switch (type) {
+    case WeightType::kQ8_0: case WeightType::kQ4_0: case WeightType::kQ4_1: case WeightType::kQ4_K:
+    case WeightType::kQ5_K: case WeightType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int64_t Q8ActivationStride(int64_t cols) { return (cols + (cols / 32) * 12 + 63) / 64 * 64; }
+
+int64_t Q8ScratchBytes(int64_t cols) { return q8::kR * q8::PanelRowBytes(cols); }
+
+void QuantizeActivationsQ8(const float* x, int64_t cols, int64_t b_begin, int64_t b_end, uint8_t* acts) {
+  HWY_DYNAMIC_DISPATCH(QuantizeRows)(x, cols, b_begin, b_end, acts);
+}
+
+void MatMulRowsQ8(const MatMulArgs& args, const uint8_t* acts, int64_t row_begin, int64_t row_end,
+                  uint8_t* scratch) {
+  HWY_DYNAMIC_DISPATCH(MatMulRowsImpl)(args, acts, row_begin, row_end, scratch);
+}
+
+}  // namespace tq::kernels
+#endif

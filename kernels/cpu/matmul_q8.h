@@ -1,0 +1,30 @@
+// Internal to tq_matmul: the int8 path for block-quantized weights (matmul_q8.cc).
+//
+// Prepared activations, one record per row of X, `Q8ActivationStride(cols)` bytes apart (nb = cols / 32):
+//   int8  q[cols]     codes, |q| <= 127, x[i] ~ d[i / 32] * q[i]
+//   f32   d[nb]       block scales (amax / 127; 0 for an all-zero block)
+//   f32   s[2 * nb]   s[2i + h] = d[i] * sum of q over the half-block [32i + 16h, 32i + 16h + 16)
+// A weight row is decoded to a panel row of the same shape: u8 (or int8 for Q8_0) codes c[cols], a scale per
+// half-block sc[2 * nb] and a min per half-block mn[2 * nb], with w[i] = sc[i / 16] * c[i] + mn[i / 16].
+// Then  sum_i w[i] x[i] = sum_blocks d * (sum_halves sc * (c . q)) + sum_halves mn * s.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/matmul.h"
+
+namespace tq::kernels {
+
+// Whether `type` goes through the int8 path.
+bool IsQ8PathType(WeightType type);
+
+int64_t Q8ActivationStride(int64_t cols);
+int64_t Q8ScratchBytes(int64_t cols);
+
+// Quantizes rows [b_begin, b_end) of x ([*, cols]) into `acts`.
+void QuantizeActivationsQ8(const float* x, int64_t cols, int64_t b_begin, int64_t b_end, uint8_t* acts);
+
+void MatMulRowsQ8(const MatMulArgs& args, const uint8_t* acts, int64_t row_begin, int64_t row_end,
+                  uint8_t* scratch);
+
+}  // namespace tq::kernels
