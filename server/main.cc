@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   std::vector<tq::cli::Command> commands = {
       tq::cli::AddServeCommand(app),
       tq::cli::AddFormatsCommand(app),
+      tq::cli::AddBenchCommand(app),
       tq::cli::AddInspectCommand(app),
   };
 

@@ -88,7 +88,7 @@ HWY_INLINE VI LoadBytes(const uint8_t* p) { return hn::PromoteTo(DI(), hn::LoadU
 // Coordinates per unit of a code width: the smallest run of coordinates whose rows are self-contained.
 template <int kBits>
 constexpr int UnitDims() {
-  return kBits == 3 ? 8 : kBits == 8 ? 1 : 8 / kBits;
+  return kBits == 3 ? 8 : kBits == 8 ? 2 : 8 / kBits;
 }
 
 // Code indices of coordinate K of unit u for tokens [b * kN, b * kN + kN) of a group. `seg` points at the segment's
@@ -108,119 +108,172 @@ HWY_INLINE VI IndexAt(const uint8_t* seg, int dims, int u, size_t b) {
     }
     const VI low_bits = hn::Set(DI(), 3);
     return hn::Or(hn::And(low_bits, lo_k), hn::AndNot(low_bits, hi_k));  // bits 0-1 from lo, bit 2 the high bit
+  } else if constexpr (kBits == 8) {
+    return LoadBytes(seg + static_cast<size_t>(2 * u + K) * kGroupTokens + lane);
   } else {
     const VI row = LoadBytes(seg + static_cast<size_t>(u) * kGroupTokens + lane);
     return hn::ShiftRight<K * kBits>(row);
   }
 }
 
-// ---- Scores: acc[g][b] += sum_i q[g][i] * value_i for the 16 tokens of one group. ----
+// Independent FMA chains matter more than anything else here (FMA latency 4 cycles, 2 per cycle): scores
+// accumulate over coordinates with one chain per (query head, group of a pass); values accumulate over tokens
+// with one chain per (query head, coordinate of a pass, group parity).
+constexpr int kGroupsPerPass = kBlocks >= 4 ? 1 : static_cast<int>(4 / kBlocks);
+
+// ---- Scores: acc[g][j][b] += sum_i q[g][i] * value_i(tokens of group grp0 + j). ----
+
+template <int G>
+using ScoreAcc = VF[G][kGroupsPerPass][kBlocks];
 
 template <int kBits, int G, int K = 0>
-HWY_INLINE void ScoreUnit(const uint8_t* seg, int dims, int u, const Lut& lut, const float* const* q,
-                          VF (&acc)[G][kBlocks]) {
+HWY_INLINE void ScoreUnit(const uint8_t* seg, size_t group_bytes, int dims, int u, const Lut& lut,
+                          const float* const* q, ScoreAcc<G>& acc) {
   if constexpr (K < UnitDims<kBits>()) {
     const int i = u * UnitDims<kBits>() + K;
-    for (size_t b = 0; b < kBlocks; ++b) {
-      const VF val = Lookup<kBits>(lut, IndexAt<kBits, K>(seg, dims, u, b));
-      for (int g = 0; g < G; ++g) acc[g][b] = hn::MulAdd(val, hn::Set(DF(), q[g][i]), acc[g][b]);
+    VF qv[G];
+    for (int g = 0; g < G; ++g) qv[g] = hn::Set(DF(), q[g][i]);
+    for (int j = 0; j < kGroupsPerPass; ++j) {
+      for (size_t b = 0; b < kBlocks; ++b) {
+        const VF val = Lookup<kBits>(lut, IndexAt<kBits, K>(seg + j * group_bytes, dims, u, b));
+        for (int g = 0; g < G; ++g) acc[g][j][b] = hn::MulAdd(val, qv[g], acc[g][j][b]);
+      }
     }
-    ScoreUnit<kBits, G, K + 1>(seg, dims, u, lut, q, acc);
+    ScoreUnit<kBits, G, K + 1>(seg, group_bytes, dims, u, lut, q, acc);
   }
 }
 
 template <int kBits, int G>
-HWY_NOINLINE void ScoreCodes(const uint8_t* seg, int dims, const Lut& lut, const float* const* q,
-                             VF (&acc)[G][kBlocks]) {
-  for (int u = 0; u < dims / UnitDims<kBits>(); ++u) ScoreUnit<kBits, G>(seg, dims, u, lut, q, acc);
+HWY_INLINE void ScoreCodes(const uint8_t* seg, size_t group_bytes, int dims, const Lut& lut, const float* const* q,
+                           ScoreAcc<G>& acc) {
+  for (int u = 0; u < dims / UnitDims<kBits>(); ++u) ScoreUnit<kBits, G>(seg, group_bytes, dims, u, lut, q, acc);
 }
 
-template <int G>
-HWY_NOINLINE void ScoreF16(const uint8_t* seg, int dims, const float* const* q, VF (&acc)[G][kBlocks]) {
-  const hwy::float16_t* halfs = reinterpret_cast<const hwy::float16_t*>(seg);
+// f16 (kHalf) or int8 rows: 16 values per coordinate and group.
+template <int G, bool kHalf>
+HWY_INLINE void ScorePlain(const uint8_t* seg, size_t group_bytes, int dims, const float* const* q,
+                           ScoreAcc<G>& acc) {
   for (int i = 0; i < dims; ++i) {
-    for (size_t b = 0; b < kBlocks; ++b) {
-      const VF val = hn::PromoteTo(DF(), hn::LoadU(DH(), halfs + static_cast<size_t>(i) * kGroupTokens + b * kN));
-      for (int g = 0; g < G; ++g) acc[g][b] = hn::MulAdd(val, hn::Set(DF(), q[g][i]), acc[g][b]);
-    }
-  }
-}
-
-template <int G>
-HWY_NOINLINE void ScoreI8(const uint8_t* seg, int dims, const float* const* q, VF (&acc)[G][kBlocks]) {
-  const int8_t* codes = reinterpret_cast<const int8_t*>(seg);
-  for (int i = 0; i < dims; ++i) {
-    for (size_t b = 0; b < kBlocks; ++b) {
-      const VI c = hn::PromoteTo(DI(), hn::LoadU(DI8(), codes + static_cast<size_t>(i) * kGroupTokens + b * kN));
-      const VF val = hn::ConvertTo(DF(), c);
-      for (int g = 0; g < G; ++g) acc[g][b] = hn::MulAdd(val, hn::Set(DF(), q[g][i]), acc[g][b]);
+    VF qv[G];
+    for (int g = 0; g < G; ++g) qv[g] = hn::Set(DF(), q[g][i]);
+    for (int j = 0; j < kGroupsPerPass; ++j) {
+      const uint8_t* rows = seg + j * group_bytes;
+      for (size_t b = 0; b < kBlocks; ++b) {
+        VF val;
+        if constexpr (kHalf) {
+          const hwy::float16_t* h = reinterpret_cast<const hwy::float16_t*>(rows) + i * kGroupTokens + b * kN;
+          val = hn::PromoteTo(DF(), hn::LoadU(DH(), h));
+        } else {
+          const int8_t* c = reinterpret_cast<const int8_t*>(rows) + i * kGroupTokens + b * kN;
+          val = hn::ConvertTo(DF(), hn::PromoteTo(DI(), hn::LoadU(DI8(), c)));
+        }
+        for (int g = 0; g < G; ++g) acc[g][j][b] = hn::MulAdd(val, qv[g], acc[g][j][b]);
+      }
     }
   }
 }
 
 // ---- Values: acc[g][i] (kN lanes) += sum over tokens of w[g][t] * value_i(t), for every coordinate i. ----
 
-// w: [G][kPageTokens] weights with norms folded in; groups: bit k set when group k has a non-zero weight.
+// The active groups of a page, in order (at most 8).
+struct GroupList {
+  int count = 0;
+  int index[kPageTokens / kGroupTokens];
+  explicit GroupList(unsigned mask) {
+    for (; mask != 0; mask &= mask - 1) index[count++] = __builtin_ctz(mask);
+  }
+};
+
+// Coordinates K and K + 1 of unit u, over all active groups; two chains per (head, coordinate) by group parity.
+// w: [G][kPageTokens] weights with norms folded in; acc: [G][head_dim][kN] at the segment's first coordinate.
 template <int kBits, int G, int K = 0>
 HWY_INLINE void AccumulateUnit(const uint8_t* codes, size_t group_bytes, size_t seg_offset, int dims, int u,
-                               unsigned groups, const Lut& lut, const float* w, float* acc, int head_dim) {
+                               const GroupList& groups, const Lut& lut, const float* w, float* acc, int head_dim) {
   if constexpr (K < UnitDims<kBits>()) {
     const DF df;
-    VF r[G];
-    for (int g = 0; g < G; ++g) r[g] = hn::Zero(df);
-    for (unsigned left = groups; left != 0; left &= left - 1) {
-      const int grp = __builtin_ctz(left);
-      const uint8_t* seg = codes + grp * group_bytes + seg_offset;
-      for (size_t b = 0; b < kBlocks; ++b) {
-        const VF val = Lookup<kBits>(lut, IndexAt<kBits, K>(seg, dims, u, b));
-        const size_t t = static_cast<size_t>(grp) * kGroupTokens + b * kN;
-        for (int g = 0; g < G; ++g) r[g] = hn::MulAdd(val, hn::LoadU(df, w + g * kPageTokens + t), r[g]);
+    VF r[2][2][G];  // [parity][coordinate][head]
+    for (int par = 0; par < 2; ++par) {
+      for (int c = 0; c < 2; ++c) {
+        for (int g = 0; g < G; ++g) r[par][c][g] = hn::Zero(df);
       }
     }
+    auto step = [&](int par, int grp) HWY_ATTR {
+      const uint8_t* seg = codes + grp * group_bytes + seg_offset;
+      for (size_t b = 0; b < kBlocks; ++b) {
+        const VF v0 = Lookup<kBits>(lut, IndexAt<kBits, K>(seg, dims, u, b));
+        const VF v1 = Lookup<kBits>(lut, IndexAt<kBits, K + 1>(seg, dims, u, b));
+        const size_t t = static_cast<size_t>(grp) * kGroupTokens + b * kN;
+        for (int g = 0; g < G; ++g) {
+          const VF wv = hn::LoadU(df, w + g * kPageTokens + t);
+          r[par][0][g] = hn::MulAdd(v0, wv, r[par][0][g]);
+          r[par][1][g] = hn::MulAdd(v1, wv, r[par][1][g]);
+        }
+      }
+    };
+    int k = 0;
+    for (; k + 1 < groups.count; k += 2) {
+      step(0, groups.index[k]);
+      step(1, groups.index[k + 1]);
+    }
+    if (k < groups.count) step(0, groups.index[k]);
     const int i = u * UnitDims<kBits>() + K;
     for (int g = 0; g < G; ++g) {
-      float* a = acc + (static_cast<size_t>(g) * head_dim + i) * kN;
-      hn::StoreU(hn::Add(hn::LoadU(df, a), r[g]), df, a);
+      for (int c = 0; c < 2; ++c) {
+        float* a = acc + (static_cast<size_t>(g) * head_dim + i + c) * kN;
+        hn::StoreU(hn::Add(hn::LoadU(df, a), hn::Add(r[0][c][g], r[1][c][g])), df, a);
+      }
     }
-    AccumulateUnit<kBits, G, K + 1>(codes, group_bytes, seg_offset, dims, u, groups, lut, w, acc, head_dim);
+    AccumulateUnit<kBits, G, K + 2>(codes, group_bytes, seg_offset, dims, u, groups, lut, w, acc, head_dim);
   }
 }
 
 template <int kBits, int G>
 HWY_NOINLINE void AccumulateCodes(const uint8_t* codes, size_t group_bytes, const CodeSegment& seg,
-                                  unsigned groups, const Lut& lut, const float* w, float* acc, int head_dim) {
+                                  const GroupList& groups, const Lut& lut, const float* w, float* acc,
+                                  int head_dim) {
   for (int u = 0; u < seg.dims / UnitDims<kBits>(); ++u) {
     AccumulateUnit<kBits, G>(codes, group_bytes, seg.group_offset, seg.dims, u, groups, lut, w,
                              acc + static_cast<size_t>(seg.first) * kN, head_dim);
   }
 }
 
+// f16 (kHalf) or int8 values, four coordinates per pass.
 template <int G, bool kHalf>
 HWY_NOINLINE void AccumulatePlain(const uint8_t* codes, size_t group_bytes, const CodeSegment& seg,
-                                  unsigned groups, const float* w, float* acc, int head_dim) {
+                                  const GroupList& groups, const float* w, float* acc, int head_dim) {
   const DF df;
-  for (int i = 0; i < seg.dims; ++i) {
-    VF r[G];
-    for (int g = 0; g < G; ++g) r[g] = hn::Zero(df);
-    for (unsigned left = groups; left != 0; left &= left - 1) {
-      const int grp = __builtin_ctz(left);
-      const uint8_t* row = codes + grp * group_bytes + seg.group_offset;
+  constexpr int kDims = 4;
+  for (int i0 = 0; i0 < seg.dims; i0 += kDims) {
+    VF r[kDims][G];
+    for (int c = 0; c < kDims; ++c) {
+      for (int g = 0; g < G; ++g) r[c][g] = hn::Zero(df);
+    }
+    for (int k = 0; k < groups.count; ++k) {
+      const int grp = groups.index[k];
+      const uint8_t* rows = codes + grp * group_bytes + seg.group_offset;
       for (size_t b = 0; b < kBlocks; ++b) {
-        VF val;
-        if constexpr (kHalf) {
-          const hwy::float16_t* h = reinterpret_cast<const hwy::float16_t*>(row) + i * kGroupTokens + b * kN;
-          val = hn::PromoteTo(df, hn::LoadU(DH(), h));
-        } else {
-          const int8_t* c = reinterpret_cast<const int8_t*>(row) + i * kGroupTokens + b * kN;
-          val = hn::ConvertTo(df, hn::PromoteTo(DI(), hn::LoadU(DI8(), c)));
-        }
         const size_t t = static_cast<size_t>(grp) * kGroupTokens + b * kN;
-        for (int g = 0; g < G; ++g) r[g] = hn::MulAdd(val, hn::LoadU(df, w + g * kPageTokens + t), r[g]);
+        VF wv[G];
+        for (int g = 0; g < G; ++g) wv[g] = hn::LoadU(df, w + g * kPageTokens + t);
+        for (int c = 0; c < kDims; ++c) {
+          const int i = i0 + c;
+          VF val;
+          if constexpr (kHalf) {
+            const hwy::float16_t* h = reinterpret_cast<const hwy::float16_t*>(rows) + i * kGroupTokens + b * kN;
+            val = hn::PromoteTo(df, hn::LoadU(DH(), h));
+          } else {
+            const int8_t* c8 = reinterpret_cast<const int8_t*>(rows) + i * kGroupTokens + b * kN;
+            val = hn::ConvertTo(df, hn::PromoteTo(DI(), hn::LoadU(DI8(), c8)));
+          }
+          for (int g = 0; g < G; ++g) r[c][g] = hn::MulAdd(val, wv[g], r[c][g]);
+        }
       }
     }
-    for (int g = 0; g < G; ++g) {
-      float* a = acc + (static_cast<size_t>(g) * head_dim + i) * kN;
-      hn::StoreU(hn::Add(hn::LoadU(df, a), r[g]), df, a);
+    for (int c = 0; c < kDims; ++c) {
+      for (int g = 0; g < G; ++g) {
+        float* a = acc + (static_cast<size_t>(g) * head_dim + i0 + c) * kN;
+        hn::StoreU(hn::Add(hn::LoadU(df, a), r[c][g]), df, a);
+      }
     }
   }
 }
@@ -230,63 +283,63 @@ HWY_INLINE VF LoadNorms(const uint8_t* page, const CodeLayout& layout, int slot,
   return hn::PromoteTo(DF(), hn::LoadU(DH(), norms + static_cast<size_t>(slot) * kPageTokens + t));
 }
 
-// scores: [G][kPageTokens], filled for the page's first `groups` groups (scaled by plan.scale).
+// scores: [G][kPageTokens], filled for the page's first `groups` groups (scaled by plan.scale); passes may run
+// past `groups` up to the page's 8 groups (pages are always full size; the extra scores are ignored).
 template <int G>
 void ScorePage(const Plan& plan, const PlannedPage& page, int q0, int groups, float* scores) {
   const DF df;
   const int d = plan.head_dim;
   const KvCodec& codec = *page.k_codec;
   const CodeLayout& layout = codec.layout();
-  Lut luts[2];
+  const int passes = (groups + kGroupsPerPass - 1) / kGroupsPerPass;
+  for (int g = 0; g < G; ++g) std::fill(scores + g * kPageTokens, scores + (g + 1) * kPageTokens, 0.0f);
   for (size_t s = 0; s < layout.segments.size(); ++s) {
-    if (!codec.SegmentTable(static_cast<int>(s)).empty()) luts[s] = MakeLut(codec.SegmentTable(static_cast<int>(s)));
-  }
-  for (int grp = 0; grp < groups; ++grp) {
-    const uint8_t* group = page.k + layout.codes_offset + grp * layout.group_bytes;
-    VF total[G][kBlocks];
+    const CodeSegment& seg = layout.segments[s];
+    const float* q[G];
     for (int g = 0; g < G; ++g) {
-      for (size_t b = 0; b < kBlocks; ++b) total[g][b] = hn::Zero(df);
+      q[g] = plan.domains[page.k_domains[s]].q.data() + static_cast<size_t>(q0 + g) * d + seg.first;
     }
-    for (size_t s = 0; s < layout.segments.size(); ++s) {
-      const CodeSegment& seg = layout.segments[s];
-      const float* q[G];
+    Lut lut;
+    if (seg.domain != CodeDomain::kPlain) lut = MakeLut(codec.SegmentTable(static_cast<int>(s)));
+    for (int pass = 0; pass < passes; ++pass) {
+      const int grp0 = pass * kGroupsPerPass;
+      const uint8_t* rows = page.k + layout.codes_offset + grp0 * layout.group_bytes + seg.group_offset;
+      ScoreAcc<G> acc;
       for (int g = 0; g < G; ++g) {
-        q[g] = plan.domains[page.k_domains[s]].q.data() + static_cast<size_t>(q0 + g) * d + seg.first;
+        for (int j = 0; j < kGroupsPerPass; ++j) {
+          for (size_t b = 0; b < kBlocks; ++b) acc[g][j][b] = hn::Zero(df);
+        }
       }
-      VF acc[G][kBlocks];
-      for (int g = 0; g < G; ++g) {
-        for (size_t b = 0; b < kBlocks; ++b) acc[g][b] = hn::Zero(df);
-      }
-      const uint8_t* rows = group + seg.group_offset;
+      const size_t gb = layout.group_bytes;
       if (seg.domain == CodeDomain::kPlain) {
         if (seg.bits == 16) {
-          ScoreF16<G>(rows, seg.dims, q, acc);
+          ScorePlain<G, true>(rows, gb, seg.dims, q, acc);
         } else {
-          ScoreI8<G>(rows, seg.dims, q, acc);
+          ScorePlain<G, false>(rows, gb, seg.dims, q, acc);
         }
       } else {
         switch (seg.bits) {
-          case 1: ScoreCodes<1, G>(rows, seg.dims, luts[s], q, acc); break;
-          case 2: ScoreCodes<2, G>(rows, seg.dims, luts[s], q, acc); break;
-          case 3: ScoreCodes<3, G>(rows, seg.dims, luts[s], q, acc); break;
-          case 4: ScoreCodes<4, G>(rows, seg.dims, luts[s], q, acc); break;
-          case 8: ScoreCodes<8, G>(rows, seg.dims, luts[s], q, acc); break;
+          case 1: ScoreCodes<1, G>(rows, gb, seg.dims, lut, q, acc); break;
+          case 2: ScoreCodes<2, G>(rows, gb, seg.dims, lut, q, acc); break;
+          case 3: ScoreCodes<3, G>(rows, gb, seg.dims, lut, q, acc); break;
+          case 4: ScoreCodes<4, G>(rows, gb, seg.dims, lut, q, acc); break;
+          case 8: ScoreCodes<8, G>(rows, gb, seg.dims, lut, q, acc); break;
         }
       }
-      for (size_t b = 0; b < kBlocks; ++b) {
-        VF factor;
-        if (seg.domain != CodeDomain::kPlain) {
-          factor = LoadNorms(page.k, layout, seg.norm_slot, grp * kGroupTokens + b * kN);
-        } else {
-          factor = hn::Set(df, seg.bits == 16 ? 1.0f : page.k_scale);
+      for (int j = 0; j < kGroupsPerPass; ++j) {
+        for (size_t b = 0; b < kBlocks; ++b) {
+          const size_t t = static_cast<size_t>(grp0 + j) * kGroupTokens + b * kN;
+          VF factor;
+          if (seg.domain != CodeDomain::kPlain) {
+            factor = hn::Mul(LoadNorms(page.k, layout, seg.norm_slot, t), hn::Set(df, plan.scale));
+          } else {
+            factor = hn::Set(df, (seg.bits == 16 ? 1.0f : page.k_scale) * plan.scale);
+          }
+          for (int g = 0; g < G; ++g) {
+            float* out = scores + g * kPageTokens + t;
+            hn::StoreU(hn::MulAdd(acc[g][j][b], factor, hn::LoadU(df, out)), df, out);
+          }
         }
-        for (int g = 0; g < G; ++g) total[g][b] = hn::MulAdd(acc[g][b], factor, total[g][b]);
-      }
-    }
-    const VF scale = hn::Set(df, plan.scale);
-    for (int g = 0; g < G; ++g) {
-      for (size_t b = 0; b < kBlocks; ++b) {
-        hn::StoreU(hn::Mul(total[g][b], scale), df, scores + g * kPageTokens + grp * kGroupTokens + b * kN);
       }
     }
   }
@@ -296,6 +349,7 @@ void ScorePage(const Plan& plan, const PlannedPage& page, int q0, int groups, fl
 template <int G>
 void AccumulatePage(const Plan& plan, const PlannedPage& page, unsigned groups, const float* p,
                     std::vector<std::vector<float>>& acc) {
+  const GroupList list(groups);
   const DF df;
   const int d = plan.head_dim;
   const KvCodec& codec = *page.v_codec;
@@ -322,19 +376,19 @@ void AccumulatePage(const Plan& plan, const PlannedPage& page, unsigned groups, 
     }
     if (seg.domain == CodeDomain::kPlain) {
       if (seg.bits == 16) {
-        AccumulatePlain<G, true>(codes, layout.group_bytes, seg, groups, w, a, d);
+        AccumulatePlain<G, true>(codes, layout.group_bytes, seg, list, w, a, d);
       } else {
-        AccumulatePlain<G, false>(codes, layout.group_bytes, seg, groups, w, a, d);
+        AccumulatePlain<G, false>(codes, layout.group_bytes, seg, list, w, a, d);
       }
       continue;
     }
     const Lut lut = MakeLut(codec.SegmentTable(static_cast<int>(s)));
     switch (seg.bits) {
-      case 1: AccumulateCodes<1, G>(codes, layout.group_bytes, seg, groups, lut, w, a, d); break;
-      case 2: AccumulateCodes<2, G>(codes, layout.group_bytes, seg, groups, lut, w, a, d); break;
-      case 3: AccumulateCodes<3, G>(codes, layout.group_bytes, seg, groups, lut, w, a, d); break;
-      case 4: AccumulateCodes<4, G>(codes, layout.group_bytes, seg, groups, lut, w, a, d); break;
-      case 8: AccumulateCodes<8, G>(codes, layout.group_bytes, seg, groups, lut, w, a, d); break;
+      case 1: AccumulateCodes<1, G>(codes, layout.group_bytes, seg, list, lut, w, a, d); break;
+      case 2: AccumulateCodes<2, G>(codes, layout.group_bytes, seg, list, lut, w, a, d); break;
+      case 3: AccumulateCodes<3, G>(codes, layout.group_bytes, seg, list, lut, w, a, d); break;
+      case 4: AccumulateCodes<4, G>(codes, layout.group_bytes, seg, list, lut, w, a, d); break;
+      case 8: AccumulateCodes<8, G>(codes, layout.group_bytes, seg, list, lut, w, a, d); break;
     }
   }
 }

@@ -61,11 +61,16 @@ StatusOr<size_t> PageBytes(KvFormat format, int head_dim) {
 uint32_t HeaderChecksum(const PageHeader& header) {
   PageHeader copy = header;
   copy.checksum = 0;
-  unsigned char bytes[sizeof(PageHeader)];
-  std::memcpy(bytes, &copy, sizeof(bytes));
-  uint32_t hash = 2166136261u;
-  for (unsigned char b : bytes) hash = (hash ^ b) * 16777619u;
-  return hash;
+  uint64_t words[sizeof(PageHeader) / 8];
+  std::memcpy(words, &copy, sizeof(words));
+  // Each step is a bijection of the running hash and of the word, so any change to one word changes the 64-bit
+  // hash; the 32-bit result is its fold.
+  uint64_t hash = 0x6a09e667f3bcc908ull;
+  for (uint64_t w : words) {
+    hash = (hash ^ w) * 0x9e3779b97f4a7c15ull;
+    hash ^= hash >> 29;
+  }
+  return static_cast<uint32_t>(hash ^ (hash >> 32));
 }
 
 void SealHeader(PageHeader& header) { header.checksum = HeaderChecksum(header); }
@@ -113,9 +118,10 @@ StatusOr<PageHeader> ReadPageHeader(std::span<const uint8_t> page) {
     return DataLossError("page header: scale set for a format without one");
   }
   int outliers = 0, stray = 0;
-  for (int c = 0; c < kMaxHeadDim; ++c) {
-    if (!MaskHas(header.outlier_mask, c)) continue;
-    (c < header.head_dim ? outliers : stray) += 1;
+  for (int byte = 0; byte < kMaxHeadDim / 8; ++byte) {
+    for (uint8_t bits = header.outlier_mask[byte]; bits != 0; bits = static_cast<uint8_t>(bits & (bits - 1))) {
+      (byte < header.head_dim / 8 ? outliers : stray) += 1;
+    }
   }
   if (stray != 0 || outliers != OutlierChannels(*format, header.head_dim)) {
     return DataLossError("page header: outlier channel set has " + std::to_string(outliers + stray) +

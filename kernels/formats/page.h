@@ -40,7 +40,7 @@ struct PageHeader {
   uint16_t num_tokens = 0;  // valid tokens, <= kPageTokens
   float scale = 0.0f;       // int8: dequantization scale (value = code * scale); 0 otherwise
   uint64_t seed = 0;        // rotation and projection seed (tq formats)
-  uint32_t checksum = 0;    // FNV-1a over the 64 header bytes with this field zero
+  uint32_t checksum = 0;    // HeaderChecksum() of the 64 header bytes with this field zero
   uint32_t reserved = 0;    // zero
   OutlierMask outlier_mask = {};  // outlier formats: exactly OutlierChannels() bits below head_dim; else zero
 };

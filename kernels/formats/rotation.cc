@@ -1,5 +1,6 @@
 #include "kernels/formats/rotation.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 
@@ -51,6 +52,11 @@ class HadamardRotation final : public Rotation {
   int dim() const override { return dim_; }
 
   void Forward(const float* x, float* y) const override {
+    if (rounds_ == 1) {  // power of two: y = H (D x) / sqrt(dim), in place
+      for (int i = 0; i < dim_; ++i) y[i] = x[i] * signs_[0][i];
+      BlockHadamard(y, dim_);
+      return;
+    }
     std::vector<float> tmp(x, x + dim_);
     for (int r = 0; r < rounds_; ++r) {
       if (rounds_ > 1) {
@@ -64,6 +70,12 @@ class HadamardRotation final : public Rotation {
   }
 
   void Inverse(const float* y, float* x) const override {
+    if (rounds_ == 1) {  // x = D H y / sqrt(dim), in place
+      if (x != y) std::copy(y, y + dim_, x);
+      BlockHadamard(x, dim_);
+      for (int i = 0; i < dim_; ++i) x[i] *= signs_[0][i];
+      return;
+    }
     std::vector<float> tmp(y, y + dim_);
     for (int r = rounds_ - 1; r >= 0; --r) {
       BlockHadamard(tmp.data(), dim_);

@@ -19,6 +19,7 @@ inline constexpr int kExitUsage = 2;         // bad flags or configuration
 
 Command AddServeCommand(CLI::App& parent);
 Command AddFormatsCommand(CLI::App& parent);
+Command AddBenchCommand(CLI::App& parent);
 Command AddInspectCommand(CLI::App& parent);
 
 }  // namespace tq::cli

@@ -1,0 +1,47 @@
+// Decode-attention speed per KV format, as `tqserve bench attention` prints it.
+//
+// One decode step of a model reads every KV head's pages once, so the benchmark cycles through enough KV heads
+// (copies of a few encoded ones, laid out one after another like a page pool) that the f16 working set is
+// `working_set_mib` (default 1 GiB, far above the last-level cache): the numbers are for KV read from memory, as
+// at long context. `hot_ns_per_token` repeats one head instead (cache-resident KV: pure compute).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/formats/format.h"
+
+namespace tq::kernels {
+
+struct SpeedOptions {
+  int ctx = 8192;              // cached tokens per KV head
+  int head_dim = 64;
+  int gqa = 3;                 // query heads per KV head
+  int working_set_mib = 1024;  // f16 bytes cycled through; every format uses the same number of heads
+  double min_seconds = 0.3;    // per format and mode
+  std::vector<KvFormat> formats;  // empty: all, f16 first
+};
+
+struct AttentionSpeed {
+  KvFormat format = KvFormat::kF16;
+  double ns_per_token = 0.0;      // decode attention time per cached token for one KV head group (cold KV)
+  double hot_ns_per_token = 0.0;  // the same with one head's pages in cache
+  double ratio_vs_f16 = 0.0;      // f16 ns_per_token / this ns_per_token (a speed-up: > 1 is faster)
+  double bytes_per_token = 0.0;   // K + V page bytes per token (headers and norms included)
+  double kv_read_gbps = 0.0;      // bytes_per_token / ns_per_token
+  double encode_ns_per_vector = 0.0;  // reference EncodePage time per vector
+};
+
+struct SpeedReport {
+  double memory_read_gbps = 0.0;  // plain sequential read of a working-set-sized buffer, same thread
+  int heads = 0;                  // KV heads cycled through
+  std::vector<AttentionSpeed> formats;
+};
+
+StatusOr<SpeedReport> MeasureAttentionSpeed(const SpeedOptions& options);
+
+// GB/s of one thread summing a `bytes`-byte buffer (best of a few passes).
+double MeasureReadBandwidth(size_t bytes);
+
+}  // namespace tq::kernels
