@@ -36,6 +36,13 @@ void Tokenizer::EncodeBpe(std::string_view text, std::vector<TokenId>* out) cons
 }
 
 void Tokenizer::EncodeBpeWord(std::string_view word, std::vector<TokenId>* out) const {
+  // Llama 3's tokenizer ignores the merges for a word that is a token as a whole.
+  if (pre_ == PreTokenizer::kLlama3) {
+    if (const TokenId id = TextToToken(word); id != kNoToken) {
+      out->push_back(id);
+      return;
+    }
+  }
   std::vector<Symbol> symbols;
   for (size_t pos = 0; pos < word.size();) {
     const size_t len = std::min<size_t>(static_cast<size_t>(Utf8SequenceLength(static_cast<uint8_t>(word[pos]))),

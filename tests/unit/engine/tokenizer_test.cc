@@ -180,10 +180,10 @@ uint64_t Fnv1a(const std::vector<TokenId>& ids) {
   return h;
 }
 
-// The whole WikiText-2 test file (1.3 MB) against Hugging Face tokenizers: count and hash of the ids
-// (testdata/wiki_token_hashes.py), and an exact round trip. The SentencePiece count is recorded from our own
-// tokenizer (no independent reference here) to catch regressions.
-TEST(TokenizerTest, WikiTextMatchesHfTokenizers) {
+// The whole WikiText-2 test file (1.3 MB): count and hash of the ids against Hugging Face tokenizers for the
+// byte-level BPE vocabularies (testdata/wiki_token_hashes.py) and against the sentencepiece package for the
+// SentencePiece ones (testdata/spm_reference.py), and an exact round trip.
+TEST(TokenizerTest, WikiTextMatchesReferenceTokenizers) {
   const std::string wiki = testing::SharedPath("data/wikitext-2-raw/wiki.test.raw");
   TQ_SKIP_IF_MISSING(wiki);
   const std::string text = ReadText(wiki);
@@ -195,6 +195,7 @@ TEST(TokenizerTest, WikiTextMatchesHfTokenizers) {
   std::vector<Expect> expects = {
       {testing::SharedPath("data/tokenizer/ggml-vocab-gpt-2.gguf"), 286221, 0x53d6d0d0c08b48caull},
       {testing::SharedPath("data/tokenizer/ggml-vocab-llama-spm.gguf"), 335687, 0x7112fd665d6e0bb1ull},
+      {testing::Stories260KPath(), 809289, 0x3d0ba01e58f6404bull},
   };
   if (testing::Exists(testing::SmolLm2Path())) {
     expects.push_back({testing::SmolLm2Path(), 303415, 0xd16e26595263485eull});
@@ -248,6 +249,31 @@ TEST(ByteLevelTest, Alphabet) {
   std::string all;
   for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
   EXPECT_EQ(ByteLevelToBytes(BytesToByteLevel(all)), all);
+}
+
+// A tiny byte-level vocabulary where merges reach "a"+"bc" but never "abc", which is a token: Llama 3
+// (llama-bpe) takes a word that is a token as a whole, GPT-2 follows the merges.
+TEST(TokenizerTest, Llama3IgnoresMergesForWholeWordTokens) {
+  for (const char* pre : {"llama-bpe", "gpt-2"}) {
+    testing::GgufBuilder b;
+    b.AddString("tokenizer.ggml.model", "gpt2").AddString("tokenizer.ggml.pre", pre);
+    b.AddStringArray("tokenizer.ggml.tokens", {"a", "b", "c", "bc", "abc"});
+    b.AddStringArray("tokenizer.ggml.merges", {"b c"});
+    b.AddU32("tokenizer.ggml.bos_token_id", 0);
+    std::vector<uint8_t> bytes = b.Build();
+    auto gguf = GgufFile::Parse(bytes);
+    ASSERT_TRUE(gguf.ok());
+    auto tok = Tokenizer::FromGguf(**gguf);
+    ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+    const std::vector<TokenId> ids = (*tok)->Encode("abc", {.add_special = false});
+    if (std::string(pre) == "llama-bpe") {
+      EXPECT_EQ(ids, (std::vector<TokenId>{4}));
+      EXPECT_TRUE((*tok)->add_bos());  // Llama 3 vocabularies add BOS unless the metadata says otherwise
+    } else {
+      EXPECT_EQ(ids, (std::vector<TokenId>{0, 3}));
+      EXPECT_FALSE((*tok)->add_bos());
+    }
+  }
 }
 
 TEST(TokenizerTest, BadMetadataNamesTheKey) {
