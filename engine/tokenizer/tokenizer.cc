@@ -36,6 +36,19 @@ StatusOr<TokenId> ReadTokenId(const GgufFile& gguf, std::string_view key, size_t
 }
 
 // Linear time: builds a new string instead of replacing in place.
+// The byte of a "<0xXX>" token, or -1 when the text is not of that form.
+int ParseByteToken(std::string_view text) {
+  if (text.size() != 6 || !text.starts_with("<0x") || text[5] != '>') return -1;
+  int value = 0;
+  for (char c : text.substr(3, 2)) {
+    const int digit = (c >= '0' && c <= '9') ? c - '0' : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                      : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
 void ReplaceAll(std::string* s, std::string_view from, std::string_view to) {
   std::string out;
   out.reserve(s->size());
@@ -132,7 +145,8 @@ Status Tokenizer::Load(const GgufFile& gguf) {
   TQ_ASSIGN_OR_RETURN(TokenId eom, ReadTokenId(gguf, "tokenizer.ggml.eom_token_id", n));
   const bool spm = kind_ == TokenizerKind::kSentencePiece;
   const bool llama3 = pre_ == PreTokenizer::kLlama3 && !spm;
-  TQ_ASSIGN_OR_RETURN(add_bos_, gguf.GetBoolOr("tokenizer.ggml.add_bos_token", spm || llama3));
+  // Without the key, BOS is added for SentencePiece and Llama 3 vocabularies that have one.
+  TQ_ASSIGN_OR_RETURN(add_bos_, gguf.GetBoolOr("tokenizer.ggml.add_bos_token", (spm || llama3) && bos_ != kNoToken));
   TQ_ASSIGN_OR_RETURN(add_eos_, gguf.GetBoolOr("tokenizer.ggml.add_eos_token", false));
   TQ_ASSIGN_OR_RETURN(add_space_prefix_, gguf.GetBoolOr("tokenizer.ggml.add_space_prefix", spm));
   if (add_bos_ && bos_ == kNoToken) {
@@ -262,10 +276,10 @@ std::string Tokenizer::TokenToPiece(TokenId id, bool unparse_special) const {
     case TokenType::kUnknown:
       return kind_ == TokenizerKind::kSentencePiece ? std::string("\xE2\x96\x85") : text;  // U+2585
     case TokenType::kByte:
-      if (kind_ == TokenizerKind::kSentencePiece && text.size() == 6 && text.starts_with("<0x")) {
-        return std::string(1, static_cast<char>(std::stoul(text.substr(3, 2), nullptr, 16)));
+      if (kind_ == TokenizerKind::kSentencePiece) {
+        if (const int byte = ParseByteToken(text); byte >= 0) return std::string(1, static_cast<char>(byte));
       }
-      break;
+      break;  // a malformed byte token prints as its text
     case TokenType::kNormal:
       break;
   }

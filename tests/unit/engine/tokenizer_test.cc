@@ -276,6 +276,24 @@ TEST(TokenizerTest, Llama3IgnoresMergesForWholeWordTokens) {
   }
 }
 
+TEST(TokenizerTest, MalformedByteTokenDecodesAsText) {
+  testing::GgufBuilder b;
+  b.AddString("tokenizer.ggml.model", "llama");
+  b.AddStringArray("tokenizer.ggml.tokens", {"<unk>", "<0xZZ>", "<0x41>", "\xE2\x96\x81x"});
+  b.AddI32Array("tokenizer.ggml.token_type", {2, 6, 6, 1});
+  b.AddU32("tokenizer.ggml.unknown_token_id", 0);
+  std::vector<uint8_t> bytes = b.Build();
+  auto gguf = GgufFile::Parse(bytes);
+  ASSERT_TRUE(gguf.ok());
+  auto tok = Tokenizer::FromGguf(**gguf);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ((*tok)->TokenToPiece(1), "<0xZZ>");
+  EXPECT_EQ((*tok)->TokenToPiece(2), "A");
+  EXPECT_EQ((*tok)->Encode("xA", {.add_special = false}), (std::vector<TokenId>{3, 2}));
+  // "\xE2\x96\x81B" has no token, nor do its four bytes: the unknown token for each byte.
+  EXPECT_EQ((*tok)->Encode("B", {.add_special = false}), (std::vector<TokenId>{0, 0, 0, 0}));
+}
+
 TEST(TokenizerTest, BadMetadataNamesTheKey) {
   testing::GgufBuilder b;
   b.AddString("tokenizer.ggml.model", "gpt2");
