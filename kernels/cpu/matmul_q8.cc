@@ -50,6 +50,9 @@ using q8::PanelRowBytes;
 // Activation records per tile: AVX2 has 16 vector registers, AVX-512 32.
 constexpr int kTMax = HWY_TARGET == HWY_AVX2 ? 2 : 4;
 inline float F16(const uint8_t* p) { return _cvtsh_ss(LoadU16(p)); }
+inline __m256 BroadcastF16(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(LoadU16(p))));
+}
 #else
 #define TQ_Q8_X86 0
 constexpr int kTMax = 4;
@@ -103,6 +106,7 @@ void QuantizeRows(const float* x, int64_t cols, int64_t b_begin, int64_t b_end, 
       d[blk] = amax / 127.0f;
       s[2 * blk] = d[blk] * static_cast<float>(sum[0]);
       s[2 * blk + 1] = d[blk] * static_cast<float>(sum[1]);
+      s[2 * nb + blk] = d[blk] * static_cast<float>(sum[0] + sum[1]);
     }
   }
 }
@@ -270,7 +274,11 @@ inline float MinTerm(const float* mn, const float* s, int64_t n) {
 // Per int32 lane j: sum over bytes 4j..4j+3 of w (u8) * x (int8).
 inline __m256i DotQuads(__m256i w, __m256i x) {
 #if HWY_TARGET == HWY_AVX3_DL
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x);
+  // The EVEX (AVX512_VNNI) encoding, which AVX3_DL CPUs have; GCC would pick the VEX (AVX-VNNI) one, which
+  // Ice Lake lacks, since Highway 1.0.3's AVX3_DL target string names avxvnni.
+  __m256i acc = _mm256_setzero_si256();
+  asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(w), "v"(x));
+  return acc;
 #else
   // Pairs of u8 * int8 stay within int16: |2 * 128 * 127| < 32768 (codes are <= 128 after abs).
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
@@ -353,6 +361,96 @@ void Tile(const uint8_t* panel, int64_t cols, const uint8_t* acts, int64_t strid
   }
 }
 
+#if TQ_Q8_X86
+// Direct tiles for the types with blocks of 32 (Q8_0, Q4_0, Q4_1): codes and scales come straight from the
+// weight rows, unpacked in registers, with no panel. w[r] is row r of the tile.
+template <WeightType kType, int kT>
+void DirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int64_t stride, float out[kR][kTMax]) {
+  constexpr bool kSigned = kType == WeightType::kQ8_0;
+  constexpr int64_t kBlockBytes = kType == WeightType::kQ8_0 ? 34 : (kType == WeightType::kQ4_0 ? 18 : 20);
+  constexpr int64_t kCodes = kType == WeightType::kQ4_1 ? 4 : 2;  // offset of the codes in a block
+  const int64_t nb = cols / 32;
+  const float* dx[kT];
+  for (int t = 0; t < kT; ++t) dx[t] = reinterpret_cast<const float*>(acts + t * stride + cols);
+  __m256 acc[kR][kT];
+  __m128 min_acc[kR];  // lane t: sum over blocks of the row's min times token t's block sum
+  for (int r = 0; r < kR; ++r) {
+    min_acc[r] = _mm_setzero_ps();
+    for (int t = 0; t < kT; ++t) acc[r][t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i xq[kT];
+    __m256 xd[kT];
+    for (int t = 0; t < kT; ++t) {
+      xq[t] = Load32(acts + t * stride + 32 * b);
+      xd[t] = _mm256_broadcast_ss(dx[t] + b);
+    }
+    __m128 sums = _mm_setzero_ps();  // lane t: token t's block sum (sb)
+    if constexpr (!kSigned) {
+      const int64_t i = 3 * nb + b;
+      if constexpr (kT == 1) sums = _mm_load_ss(dx[0] + i);
+      if constexpr (kT == 2) sums = _mm_setr_ps(dx[0][i], dx[1][i], 0.0f, 0.0f);
+      if constexpr (kT == 3) sums = _mm_setr_ps(dx[0][i], dx[1][i], dx[2][i], 0.0f);
+      if constexpr (kT == 4) sums = _mm_setr_ps(dx[0][i], dx[1][i], dx[2][i], dx[3][i]);
+    }
+    for (int r = 0; r < kR; ++r) {
+      const uint8_t* blk = w[r] + b * kBlockBytes;
+      __m256i c;
+      if constexpr (kSigned) {
+        c = Load32(blk + kCodes);
+      } else {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kCodes));
+        c = And15(_mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1));
+      }
+      const __m256 vd = BroadcastF16(blk);
+      if constexpr (kType == WeightType::kQ4_0) {
+        min_acc[r] = _mm_fmadd_ps(_mm_mul_ps(_mm256_castps256_ps128(vd), _mm_set1_ps(-8.0f)), sums, min_acc[r]);
+      }
+      if constexpr (kType == WeightType::kQ4_1) {
+        min_acc[r] = _mm_fmadd_ps(_mm256_castps256_ps128(BroadcastF16(blk + 2)), sums, min_acc[r]);
+      }
+      const __m256i ca = kSigned ? _mm256_sign_epi8(c, c) : c;
+      for (int t = 0; t < kT; ++t) {
+        const __m256i xs = kSigned ? _mm256_sign_epi8(xq[t], c) : xq[t];
+        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DotQuads(ca, xs)), _mm256_mul_ps(vd, xd[t]), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < kR; ++r) {
+    alignas(16) float mins[4];
+    _mm_store_ps(mins, min_acc[r]);
+    for (int t = 0; t < kT; ++t) out[r][t] = HorizontalSum(acc[r][t]) + mins[t];
+  }
+}
+
+constexpr int64_t kDirectMaxBatch = 8;
+
+template <WeightType kType>
+void RunDirect(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64_t row_end) {
+  const int64_t stride = Q8ActivationStride(a.cols);
+  float out[kR][kTMax];
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kR) {
+    const int n = static_cast<int>(std::min<int64_t>(kR, row_end - r0));
+    const uint8_t* w[kR];
+    for (int r = 0; r < kR; ++r) w[r] = a.w + (r0 + (r < n ? r : 0)) * a.row_bytes;  // padding: row 0 again
+    for (int64_t b0 = 0; b0 < a.batch; b0 += kTMax) {
+      const int nt = static_cast<int>(std::min<int64_t>(kTMax, a.batch - b0));
+      const uint8_t* at = acts + b0 * stride;
+      switch (nt) {
+        case 1: DirectTile<kType, 1>(w, a.cols, at, stride, out); break;
+        case 2: DirectTile<kType, 2>(w, a.cols, at, stride, out); break;
+        case 3: if constexpr (kTMax >= 3) DirectTile<kType, 3>(w, a.cols, at, stride, out); break;
+        default: if constexpr (kTMax >= 4) DirectTile<kType, 4>(w, a.cols, at, stride, out); break;
+      }
+      for (int t = 0; t < nt; ++t) {
+        float* yt = a.y + (b0 + t) * a.y_stride + r0;
+        for (int r = 0; r < n; ++r) yt[r] = out[r][t];
+      }
+    }
+  }
+}
+#endif
+
 template <bool kSigned, bool kPer16, bool kMin>
 void RunRows(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64_t row_end, uint8_t* panel) {
   const int64_t stride = Q8ActivationStride(a.cols), prow = PanelRowBytes(a.cols);
@@ -381,6 +479,17 @@ void RunRows(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64_
 
 void MatMulRowsImpl(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64_t row_end,
                     uint8_t* scratch) {
+#if TQ_Q8_X86
+  // Small batches (decode): unpack in registers. Larger ones: unpack once into the panel, reused by all tokens.
+  if (a.batch <= kDirectMaxBatch) {
+    switch (a.type) {
+      case WeightType::kQ8_0: RunDirect<WeightType::kQ8_0>(a, acts, row_begin, row_end); return;
+      case WeightType::kQ4_0: RunDirect<WeightType::kQ4_0>(a, acts, row_begin, row_end); return;
+      case WeightType::kQ4_1: RunDirect<WeightType::kQ4_1>(a, acts, row_begin, row_end); return;
+      default: break;
+    }
+  }
+#endif
   switch (a.type) {
     case WeightType::kQ8_0: RunRows<true, false, false>(a, acts, row_begin, row_end, scratch); return;
     case WeightType::kQ6_K: RunRows<false, true, true>(a, acts, row_begin, row_end, scratch); return;
@@ -408,7 +517,7 @@ bool IsQ8PathType(WeightType type) {
   }
 }
 
-int64_t Q8ActivationStride(int64_t cols) { return (cols + (cols / 32) * 12 + 63) / 64 * 64; }
+int64_t Q8ActivationStride(int64_t cols) { return (cols + (cols / 32) * 16 + 63) / 64 * 64; }
 
 int64_t Q8ScratchBytes(int64_t cols) { return q8::kR * q8::PanelRowBytes(cols); }
 

@@ -4,6 +4,7 @@
 //   int8  q[cols]     codes, |q| <= 127, x[i] ~ d[i / 32] * q[i]
 //   f32   d[nb]       block scales (amax / 127; 0 for an all-zero block)
 //   f32   s[2 * nb]   s[2i + h] = d[i] * sum of q over the half-block [32i + 16h, 32i + 16h + 16)
+//   f32   sb[nb]      sb[i] = s[2i] + s[2i + 1], the block's sum
 // A weight row is decoded to a panel row of the same shape: u8 (or int8 for Q8_0) codes c[cols], a scale per
 // half-block sc[2 * nb] and a min per half-block mn[2 * nb], with w[i] = sc[i / 16] * c[i] + mn[i / 16].
 // Then  sum_i w[i] x[i] = sum_blocks d * (sum_halves sc * (c . q)) + sum_halves mn * s.

