@@ -287,11 +287,6 @@ bool Engine::Step() {
   ++stats_.steps;
   stats_.prompt_tokens_total += prompt_tokens;
   stats_.generated_tokens_total += generated;
-  stats_.running = static_cast<int>(running_.size());
-  stats_.waiting = static_cast<int>(waiting_.size());
-  uint64_t kv = 0;
-  for (const auto& seq : running_) kv += seq->kv.bytes();
-  stats_.kv_bytes = kv;
   return true;
 }
 
@@ -303,9 +298,13 @@ void Engine::Loop() {
       if (stop_ && waiting_.empty() && running_.empty() && !cancel_all_) return;
     }
     Step();
+    // Gauges after every step, whichever way it ended (a step that only cancelled still frees KV).
+    uint64_t kv = 0;
+    for (const auto& seq : running_) kv += seq->kv.bytes();
     std::lock_guard<std::mutex> lock(mu_);
     stats_.running = static_cast<int>(running_.size());
     stats_.waiting = static_cast<int>(waiting_.size());
+    stats_.kv_bytes = kv;
     if (stop_ && waiting_.empty() && running_.empty()) return;
   }
 }

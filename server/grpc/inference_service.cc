@@ -145,13 +145,11 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
   bool aborted = false;
   for (;;) {
     auto item = channel->Pop(std::chrono::milliseconds(100));
-    if (!item) {
-      if (!aborted && context->IsCancelled()) {
-        aborted = true;
-        engine_->Abort(id);
-      }
-      continue;
+    if (!aborted && context->IsCancelled()) {
+      aborted = true;
+      engine_->Abort(id);
     }
+    if (!item) continue;
     engine::GenerateEvent& ev = item->event;
     if (!ev.tokens.empty() || !ev.text.empty()) {
       v1::GenerateResponse chunk;

@@ -161,6 +161,18 @@ void HttpServer::Serve(tcp::socket socket) {
       w.Send(ErrorResponse(http::status::payload_too_large,
                            "request body exceeds the limit of " + std::to_string(options_.max_body_bytes) + " bytes",
                            "invalid_request_error"));
+      // The client may still be sending the body and reads the answer only when done: take in and drop what
+      // it sends (up to 1 GiB, 2 s of silence ends it) so it sees the 413 instead of a broken pipe.
+      beast::error_code ignored;
+      socket.shutdown(tcp::socket::shutdown_send, ignored);
+      timeval drain_tv{2, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &drain_tv, sizeof drain_tv);
+      char sink[64 * 1024];
+      for (uint64_t total = 0; total < (uint64_t{1} << 30);) {
+        const ssize_t n = ::recv(fd, sink, sizeof sink, 0);
+        if (n <= 0) break;
+        total += static_cast<uint64_t>(n);
+      }
       break;
     }
     if (ec == http::error::header_limit || ec == http::error::bad_method || ec == http::error::bad_target ||

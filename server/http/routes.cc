@@ -256,15 +256,19 @@ void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat) {
   int open = job->n;
   bool client_gone = false;
   if (job->stream && !w.StartStream()) client_gone = true;
+  auto last_check = std::chrono::steady_clock::now();
   while (open > 0) {
     auto item = channel->Pop(std::chrono::milliseconds(100));
-    if (!item) {
-      if (!client_gone && w.ClientGone()) {
+    // Look for a departed client at most every 100 ms, whether events flow or not.
+    const auto now = std::chrono::steady_clock::now();
+    if (!client_gone && (!item || now - last_check > std::chrono::milliseconds(100))) {
+      last_check = now;
+      if (w.ClientGone()) {
         client_gone = true;
         abort_all();
       }
-      continue;
     }
+    if (!item) continue;
     engine::GenerateEvent& ev = item->event;
     const int c = item->choice;
     if (ev.final) {
