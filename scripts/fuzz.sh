@@ -22,6 +22,9 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus" "$findings"
   if [ "$t" = gguf_fuzz ] && [ -f ../shared/models/stories260K.gguf ]; then
     head -c 16384 ../shared/models/stories260K.gguf > "$corpus/stories260K-head.gguf"
+    # The same with the tensor count (bytes 8..15) zeroed: a complete vocabulary-only file.
+    cp "$corpus/stories260K-head.gguf" "$corpus/stories260K-vocab.gguf"
+    dd if=/dev/zero of="$corpus/stories260K-vocab.gguf" bs=1 seek=8 count=8 conv=notrunc status=none
   elif [ "$t" = tokenizer_fuzz ] && [ -f ../shared/data/tokenizer/ggml-vocab-gpt-2.gguf.inp ]; then
     cp ../shared/data/tokenizer/ggml-vocab-gpt-2.gguf.inp "$corpus/vocab-test-strings.txt"
   elif [ "$t" = tokenizer_fuzz ]; then

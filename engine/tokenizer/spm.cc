@@ -88,7 +88,10 @@ void Tokenizer::EncodeSpmSegment(std::string_view text, std::vector<TokenId>* ou
       out->push_back(id);
       continue;
     }
-    for (char byte : piece) out->push_back(ByteToken(static_cast<uint8_t>(byte)));
+    // Byte fallback; a vocabulary with neither byte tokens nor an unknown token drops the byte.
+    for (char byte : piece) {
+      if (const TokenId b = ByteToken(static_cast<uint8_t>(byte)); b != kNoToken) out->push_back(b);
+    }
   }
 }
 

@@ -84,6 +84,7 @@ class Tokenizer {
   void EncodeSpmSegment(std::string_view text, std::vector<TokenId>* out) const;
   void EncodeBpe(std::string_view text, std::vector<TokenId>* out) const;
   void EncodeBpeWord(std::string_view word, std::vector<TokenId>* out) const;
+  // The <0xXX> token of a byte, else the token spelled by the byte alone, else unk() (kNoToken if none).
   TokenId ByteToken(uint8_t byte) const;
 
   TokenizerKind kind_ = TokenizerKind::kSentencePiece;
