@@ -161,6 +161,7 @@ void FloatRows(const MatMulArgs& a, int64_t row_begin, int64_t row_end, uint8_t*
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kR) {
     const int n = static_cast<int>(std::min<int64_t>(kR, row_end - r0));
     const float* w[kR];
+    PrefetchAhead(a.w + r0 * a.row_bytes, kR * a.row_bytes, a.w + row_end * a.row_bytes);
     for (int r = 0; r < n; ++r) {
       const uint8_t* row = a.w + (r0 + r) * a.row_bytes;
       if (a.type == WeightType::kF32) {

@@ -258,6 +258,7 @@ void DecodePanelRow(WeightType type, const uint8_t* row, int64_t cols, uint8_t* 
 
 // ---------------------------------------------------------------- tiles
 
+
 // sum_i mn[i] * s[i] over n half-blocks.
 inline float MinTerm(const float* mn, const float* s, int64_t n) {
   const hn::ScalableTag<float> df;
@@ -433,6 +434,7 @@ void RunDirect(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int6
     const int n = static_cast<int>(std::min<int64_t>(kR, row_end - r0));
     const uint8_t* w[kR];
     for (int r = 0; r < kR; ++r) w[r] = a.w + (r0 + (r < n ? r : 0)) * a.row_bytes;  // padding: row 0 again
+    PrefetchAhead(a.w + r0 * a.row_bytes, kR * a.row_bytes, a.w + row_end * a.row_bytes);
     for (int64_t b0 = 0; b0 < a.batch; b0 += kTMax) {
       const int nt = static_cast<int>(std::min<int64_t>(kTMax, a.batch - b0));
       const uint8_t* at = acts + b0 * stride;
@@ -457,6 +459,7 @@ void RunRows(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64_
   float out[kR][kTMax];
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kR) {
     const int n = static_cast<int>(std::min<int64_t>(kR, row_end - r0));
+    PrefetchAhead(a.w + r0 * a.row_bytes, kR * a.row_bytes, a.w + row_end * a.row_bytes);
     for (int r = 0; r < n; ++r) DecodePanelRow(a.type, a.w + (r0 + r) * a.row_bytes, a.cols, panel + r * prow);
     // Rows past the range are zero (zero codes, scales and mins): their outputs are discarded.
     if (n < kR) std::memset(panel + n * prow, 0, static_cast<size_t>((kR - n) * prow));

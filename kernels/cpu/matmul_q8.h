@@ -1,4 +1,4 @@
-// Internal to tq_matmul: the int8 path for block-quantized weights (matmul_q8.cc).
+// Internal to tq_matmul: weight prefetching, and the int8 path for block-quantized weights (matmul_q8.cc).
 //
 // Prepared activations, one record per row of X, `Q8ActivationStride(cols)` bytes apart (nb = cols / 32):
 //   int8  q[cols]     codes, |q| <= 127, x[i] ~ d[i / 32] * q[i]
@@ -10,11 +10,25 @@
 // Then  sum_i w[i] x[i] = sum_blocks d * (sum_halves sc * (c . q)) + sum_halves mn * s.
 #pragma once
 
+#include <hwy/cache_control.h>
+
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cpu/matmul.h"
 
 namespace tq::kernels {
+
+// Weight rows are read once per product, in order. The hardware prefetcher alone leaves decode (batch 1) at
+// about 2/3 of the memory bandwidth; asking for the bytes kPrefetchBytes past the current tile closes the gap.
+inline constexpr int64_t kPrefetchBytes = 4096;
+
+// Prefetches [tile + kPrefetchBytes, tile + kPrefetchBytes + tile_bytes), clipped to `end`.
+inline void PrefetchAhead(const uint8_t* tile, int64_t tile_bytes, const uint8_t* end) {
+  const uint8_t* p = tile + kPrefetchBytes;
+  const uint8_t* stop = std::min(p + tile_bytes, end);
+  for (; p < stop; p += 64) hwy::Prefetch(p);
+}
 
 // Whether `type` goes through the int8 path.
 bool IsQ8PathType(WeightType type);
