@@ -60,6 +60,37 @@ void QuantQ4_1(const float* x, uint8_t* b) {
   }
 }
 
+// Q5_0: like Q4_0 with 32 levels (the largest magnitude maps to -16); Q5_1: min/max like Q4_1 with 32 levels.
+void QuantQ5(const float* x, uint8_t* b, bool with_min) {
+  int levels[32];
+  if (with_min) {
+    const auto [mn, mx] = std::minmax_element(x, x + 32);
+    const float d = (*mx - *mn) / 31.0f;
+    StoreHalf(b, d);
+    StoreHalf(b + 2, *mn);
+    const float m = HalfToFloat(FloatToHalf(*mn));
+    const float id = d > 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; ++j) levels[j] = RoundClamp((x[j] - m) * id, 0, 31);
+  } else {
+    float max = 0.0f;
+    for (int j = 0; j < 32; ++j) {
+      if (std::fabs(x[j]) > std::fabs(max)) max = x[j];
+    }
+    const float d = max / -16.0f;
+    StoreHalf(b, d);
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; ++j) levels[j] = RoundClamp(x[j] * id + 16.0f, 0, 31);
+  }
+  uint8_t* p = with_min ? b + 4 : b + 2;
+  uint32_t qh = 0;
+  for (int j = 0; j < 16; ++j) {
+    qh |= static_cast<uint32_t>(levels[j] >> 4) << j;
+    qh |= static_cast<uint32_t>(levels[j + 16] >> 4) << (j + 16);
+    p[4 + j] = static_cast<uint8_t>((levels[j] & 0xF) | ((levels[j + 16] & 0xF) << 4));
+  }
+  std::memcpy(p, &qh, sizeof qh);
+}
+
 // Q4_K (max_q 15) and Q5_K (max_q 31): sub-block j (32 elements) gets scale s_j = (max - min)/max_q and
 // offset m_j = -min (min clamped to <= 0); both are coded in 6 bits against the super-block's d and dmin.
 void QuantQ4_K_Q5_K(const float* x, uint8_t* b, bool five_bits) {
@@ -172,6 +203,12 @@ void QuantizeRowRef(WeightType type, const float* src, void* dst, int64_t n) {
     case WeightType::kQ4_1:
       for (int64_t i = 0; i < blocks; ++i) QuantQ4_1(src + 32 * i, p + 20 * i);
       return;
+    case WeightType::kQ5_0:
+      for (int64_t i = 0; i < blocks; ++i) QuantQ5(src + 32 * i, p + 22 * i, false);
+      return;
+    case WeightType::kQ5_1:
+      for (int64_t i = 0; i < blocks; ++i) QuantQ5(src + 32 * i, p + 24 * i, true);
+      return;
     case WeightType::kQ4_K:
       for (int64_t i = 0; i < blocks; ++i) QuantQ4_K_Q5_K(src + kQkK * i, p + 144 * i, false);
       return;
@@ -181,7 +218,7 @@ void QuantizeRowRef(WeightType type, const float* src, void* dst, int64_t n) {
     case WeightType::kQ6_K:
       for (int64_t i = 0; i < blocks; ++i) QuantQ6_K(src + kQkK * i, p + 210 * i);
       return;
-    case WeightType::kQ5_0: case WeightType::kQ5_1: case WeightType::kQ8_1: case WeightType::kQ2_K:
+    case WeightType::kQ8_1: case WeightType::kQ2_K:
     case WeightType::kQ3_K: case WeightType::kQ8_K: case WeightType::kIQ2_XXS: case WeightType::kIQ2_XS:
     case WeightType::kIQ3_XXS: case WeightType::kIQ1_S: case WeightType::kIQ4_NL: case WeightType::kIQ3_S:
     case WeightType::kIQ2_S: case WeightType::kIQ4_XS: case WeightType::kI8: case WeightType::kI16:

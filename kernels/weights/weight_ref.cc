@@ -35,6 +35,24 @@ void DequantQ4_1(const uint8_t* b, float* y) {
   }
 }
 
+// Q5_0 (x = d*(q-16)) and Q5_1 (x = d*q + m): the low 4 bits as Q4_0/Q4_1, the fifth bit of element j is bit j
+// of the little-endian u32 qh.
+void DequantQ5(const uint8_t* b, float* y, bool with_min) {
+  const float d = LoadHalf(b);
+  const float m = with_min ? LoadHalf(b + 2) : 0.0f;
+  const uint8_t* p = with_min ? b + 4 : b + 2;
+  uint32_t qh;
+  std::memcpy(&qh, p, sizeof qh);
+  const uint8_t* q = p + 4;
+  const int offset = with_min ? 0 : 16;
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (q[j] & 0xF) | static_cast<int>(((qh >> j) & 1u) << 4);
+    const int hi = (q[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+    y[j] = d * static_cast<float>(lo - offset) + m;
+    y[j + 16] = d * static_cast<float>(hi - offset) + m;
+  }
+}
+
 // Q4_K and Q5_K: element e belongs to sub-block e/32; chunk c = e/64 holds sub-blocks 2c (low nibbles of
 // q[32c..32c+32)) and 2c+1 (high nibbles). Q5_K's fifth bit of element 64c+l is bit 2c of qh[l] (low half)
 // or bit 2c+1 (high half).
@@ -108,6 +126,12 @@ void DequantizeRowRef(WeightType type, const void* src, float* dst, int64_t n) {
     case WeightType::kQ4_1:
       for (int64_t i = 0; i < blocks; ++i) DequantQ4_1(p + 20 * i, dst + 32 * i);
       return;
+    case WeightType::kQ5_0:
+      for (int64_t i = 0; i < blocks; ++i) DequantQ5(p + 22 * i, dst + 32 * i, false);
+      return;
+    case WeightType::kQ5_1:
+      for (int64_t i = 0; i < blocks; ++i) DequantQ5(p + 24 * i, dst + 32 * i, true);
+      return;
     case WeightType::kQ4_K:
       for (int64_t i = 0; i < blocks; ++i) DequantQ4_K_Q5_K(p + 144 * i, dst + kQkK * i, false);
       return;
@@ -117,7 +141,7 @@ void DequantizeRowRef(WeightType type, const void* src, float* dst, int64_t n) {
     case WeightType::kQ6_K:
       for (int64_t i = 0; i < blocks; ++i) DequantQ6_K(p + 210 * i, dst + kQkK * i);
       return;
-    case WeightType::kQ5_0: case WeightType::kQ5_1: case WeightType::kQ8_1: case WeightType::kQ2_K:
+    case WeightType::kQ8_1: case WeightType::kQ2_K:
     case WeightType::kQ3_K: case WeightType::kQ8_K: case WeightType::kIQ2_XXS: case WeightType::kIQ2_XS:
     case WeightType::kIQ3_XXS: case WeightType::kIQ1_S: case WeightType::kIQ4_NL: case WeightType::kIQ3_S:
     case WeightType::kIQ2_S: case WeightType::kIQ4_XS: case WeightType::kI8: case WeightType::kI16:

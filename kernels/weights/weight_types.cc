@@ -14,8 +14,8 @@ constexpr std::array<WeightTypeInfo, 32> kWeightTypes = {{
     {T::kF16, "F16", 1, 2, true},
     {T::kQ4_0, "Q4_0", 32, 18, true},
     {T::kQ4_1, "Q4_1", 32, 20, true},
-    {T::kQ5_0, "Q5_0", 32, 22, false},
-    {T::kQ5_1, "Q5_1", 32, 24, false},
+    {T::kQ5_0, "Q5_0", 32, 22, true},
+    {T::kQ5_1, "Q5_1", 32, 24, true},
     {T::kQ8_0, "Q8_0", 32, 34, true},
     {T::kQ8_1, "Q8_1", 32, 40, false},
     {T::kQ2_K, "Q2_K", kQkK, 84, false},
@@ -75,8 +75,8 @@ Status CheckWeightTypeSupported(WeightType type, std::string_view tensor_name) {
   const WeightTypeInfo& info = GetWeightTypeInfo(type);
   if (info.supported) return Status::Ok();
   return UnimplementedError("tensor '" + std::string(tensor_name) + "' has type " + std::string(info.name) +
-                            ", which tqserve does not support (supported: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q4_K "
-                            "Q5_K Q6_K)");
+                            ", which tqserve does not support (supported: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 "
+                            "Q4_K Q5_K Q6_K)");
 }
 
 }  // namespace tq::kernels

@@ -14,10 +14,6 @@
 namespace tq::kernels {
 namespace {
 
-constexpr WeightType kSupported[] = {WeightType::kF32,  WeightType::kF16,  WeightType::kBF16,
-                                     WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1,
-                                     WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K};
-
 TEST(WeightTypesTest, TableFacts) {
   EXPECT_EQ(GetWeightTypeInfo(WeightType::kQ4_K).block_bytes, 144);
   EXPECT_EQ(GetWeightTypeInfo(WeightType::kQ6_K).block_bytes, 210);
@@ -29,7 +25,7 @@ TEST(WeightTypesTest, TableFacts) {
   EXPECT_FALSE(WeightBytes(WeightType::kQ8_0, 33).ok());
   int supported = 0;
   for (const WeightTypeInfo& info : AllWeightTypes()) supported += info.supported;
-  EXPECT_EQ(supported, 9);
+  EXPECT_EQ(supported, 11);
 }
 
 TEST(WeightTypesTest, UnsupportedTypeNamesTheTensor) {
@@ -85,7 +81,7 @@ std::vector<Golden> LoadGolden() {
 
 TEST(WeightRefTest, DequantizeMatchesGolden) {
   std::vector<Golden> golden = LoadGolden();
-  ASSERT_EQ(golden.size(), 9u) << "run from the repository root";
+  ASSERT_EQ(golden.size(), 11u) << "run from the repository root";
   for (const Golden& g : golden) {
     const WeightTypeInfo* info = nullptr;
     for (const WeightTypeInfo& i : AllWeightTypes()) {
@@ -118,6 +114,7 @@ TEST(WeightRefTest, QuantizeRoundTrip) {
       {WeightType::kF32, 0.0},    {WeightType::kF16, 1e-6},   {WeightType::kBF16, 1e-4},
       {WeightType::kQ8_0, 1e-4},  {WeightType::kQ4_0, 0.02},  {WeightType::kQ4_1, 0.02},
       {WeightType::kQ4_K, 0.02},  {WeightType::kQ5_K, 0.006}, {WeightType::kQ6_K, 0.0015},
+      {WeightType::kQ5_0, 0.006}, {WeightType::kQ5_1, 0.006},
   };
   for (const auto& c : cases) {
     std::vector<uint8_t> q(*WeightBytes(c.type, kN));

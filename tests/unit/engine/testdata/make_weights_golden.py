@@ -22,9 +22,9 @@ def block(qtype):
     block_size, type_size = GGML_QUANT_SIZES[qtype]
     raw = bytearray(rng.integers(0, 256, size=type_size, dtype=np.uint8).tobytes())
     # Keep the f16 scales finite and moderate, so the values are too.
-    scales = {T.Q8_0: [0], T.Q4_0: [0], T.Q4_1: [0, 2], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208]}
+    scales = {T.Q8_0: [0], T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208]}
     for off in scales.get(qtype, []):
-        raw[off:off + 2] = half_bytes(rng.uniform(-0.05, 0.05) if qtype in (T.Q8_0, T.Q4_0, T.Q6_K)
+        raw[off:off + 2] = half_bytes(rng.uniform(-0.05, 0.05) if qtype in (T.Q8_0, T.Q4_0, T.Q5_0, T.Q6_K)
                                       else rng.uniform(0.001, 0.05))
     if qtype in (T.F16,):
         raw = bytearray(half_bytes(rng.normal(size=8)))
@@ -36,7 +36,7 @@ def block(qtype):
     return bytes(raw)
 
 
-for qtype in [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q4_K, T.Q5_K, T.Q6_K]:
+for qtype in [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q4_K, T.Q5_K, T.Q6_K, T.Q5_0, T.Q5_1]:
     data = block(qtype)
     values = quants.dequantize(np.frombuffer(data, dtype=np.uint8), qtype).reshape(-1)
     print(f"TYPE {qtype.name} {len(data)}")
