@@ -45,8 +45,10 @@ using q8::kR;
 using q8::PanelRowBytes;
 
 #undef TQ_Q8_X86
+#undef TQ_Q8_512
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 #define TQ_Q8_X86 1
+#define TQ_Q8_512 (HWY_TARGET != HWY_AVX2)  // the panel tiles use 512-bit vectors where there are
 // Activation records per tile: AVX2 has 16 vector registers, AVX-512 32.
 constexpr int kTMax = HWY_TARGET == HWY_AVX2 ? 2 : 4;
 inline float F16(const uint8_t* p) { return _cvtsh_ss(LoadU16(p)); }
@@ -55,6 +57,7 @@ inline __m256 BroadcastF16(const uint8_t* p) {
 }
 #else
 #define TQ_Q8_X86 0
+#define TQ_Q8_512 0
 constexpr int kTMax = 4;
 inline float F16(const uint8_t* p) { return LoadHalf(p); }
 #endif
@@ -286,6 +289,16 @@ inline __m256i DotQuads(__m256i w, __m256i x) {
 #endif
 }
 
+#if TQ_Q8_512
+inline __m512i DotQuads512(__m512i w, __m512i x) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, x);
+#else
+  return _mm512_madd_epi16(_mm512_maddubs_epi16(w, x), _mm512_set1_epi16(1));
+#endif
+}
+#endif
+
 inline float HorizontalSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -304,10 +317,49 @@ void Tile(const uint8_t* panel, int64_t cols, const uint8_t* acts, int64_t strid
   for (int t = 0; t < kT; ++t) dx[t] = reinterpret_cast<const float*>(acts + t * stride + cols);
 #if TQ_Q8_X86
   __m256 acc[kR][kT];
+  int64_t b = 0;
+#if TQ_Q8_512
+  {  // Pairs of blocks in 512-bit vectors; lanes 0-3 / 4-7 are the halves of block b, 8-11 / 12-15 of b + 1.
+    const __m512i half_index = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i block_index = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    __m512 acc2[kR][kT];
+    for (int r = 0; r < kR; ++r) {
+      for (int t = 0; t < kT; ++t) acc2[r][t] = _mm512_setzero_ps();
+    }
+    for (; b + 2 <= nb; b += 2) {
+      __m512i xq[kT];
+      __m512 xd[kT];
+      for (int t = 0; t < kT; ++t) {
+        xq[t] = _mm512_loadu_si512(acts + t * stride + 32 * b);
+        const __m128 d2 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(dx[t] + b)));
+        xd[t] = _mm512_permutexvar_ps(block_index, _mm512_castps128_ps512(d2));
+      }
+      for (int r = 0; r < kR; ++r) {
+        const uint8_t* pr = panel + r * prow;
+        const __m512i w = _mm512_loadu_si512(pr + 32 * b);
+        const __m128 sc4 = _mm_loadu_ps(reinterpret_cast<const float*>(pr + cols) + 2 * b);
+        const __m512 sv = _mm512_permutexvar_ps(half_index, _mm512_castps128_ps512(sc4));
+        const __m512i wa = kSigned ? _mm512_abs_epi8(w) : w;
+        for (int t = 0; t < kT; ++t) {
+          __m512i xs = xq[t];
+          if constexpr (kSigned) xs = _mm512_mask_sub_epi8(xs, _mm512_movepi8_mask(w), _mm512_setzero_si512(), xs);
+          const __m512 dot = _mm512_cvtepi32_ps(DotQuads512(wa, xs));
+          acc2[r][t] = _mm512_fmadd_ps(dot, _mm512_mul_ps(sv, xd[t]), acc2[r][t]);
+        }
+      }
+    }
+    for (int r = 0; r < kR; ++r) {
+      for (int t = 0; t < kT; ++t) {
+        acc[r][t] = _mm256_add_ps(_mm512_castps512_ps256(acc2[r][t]), _mm512_extractf32x8_ps(acc2[r][t], 1));
+      }
+    }
+  }
+#else
   for (int r = 0; r < kR; ++r) {
     for (int t = 0; t < kT; ++t) acc[r][t] = _mm256_setzero_ps();
   }
-  for (int64_t b = 0; b < nb; ++b) {
+#endif
+  for (; b < nb; ++b) {
     __m256i xq[kT];
     __m256 xd[kT];
     for (int t = 0; t < kT; ++t) {
