@@ -157,33 +157,37 @@ void FloatTile(const float* const* w, const float* x, int64_t cols, float out[kR
 
 void FloatRows(const MatMulArgs& a, int64_t row_begin, int64_t row_end, uint8_t* scratch) {
   float* panel = reinterpret_cast<float*>(scratch);
+  const int64_t token_block = TokenBlock(a.cols * static_cast<int64_t>(sizeof(float)));
   float out[kR][kTMax];
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += kR) {
-    const int n = static_cast<int>(std::min<int64_t>(kR, row_end - r0));
-    const float* w[kR];
-    PrefetchAhead(a.w + r0 * a.row_bytes, kR * a.row_bytes, a.w + row_end * a.row_bytes);
-    for (int r = 0; r < n; ++r) {
-      const uint8_t* row = a.w + (r0 + r) * a.row_bytes;
-      if (a.type == WeightType::kF32) {
-        w[r] = reinterpret_cast<const float*>(row);
-      } else {
-        Decode(a.type, row, a.cols, panel + r * a.cols);
-        w[r] = panel + r * a.cols;
+  for (int64_t tb = 0; tb < a.batch; tb += token_block) {  // activations of a block stay in L2
+    const int64_t tb_end = std::min(a.batch, tb + token_block);
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kR) {
+      const int n = static_cast<int>(std::min<int64_t>(kR, row_end - r0));
+      const float* w[kR];
+      PrefetchAhead(a.w + r0 * a.row_bytes, kR * a.row_bytes, a.w + row_end * a.row_bytes);
+      for (int r = 0; r < n; ++r) {
+        const uint8_t* row = a.w + (r0 + r) * a.row_bytes;
+        if (a.type == WeightType::kF32) {
+          w[r] = reinterpret_cast<const float*>(row);
+        } else {
+          Decode(a.type, row, a.cols, panel + r * a.cols);
+          w[r] = panel + r * a.cols;
+        }
       }
-    }
-    for (int r = n; r < kR; ++r) w[r] = w[0];  // padding rows: computed, then discarded
-    for (int64_t b0 = 0; b0 < a.batch; b0 += kTMax) {
-      const int nt = static_cast<int>(std::min<int64_t>(kTMax, a.batch - b0));
-      const float* xt = a.x + b0 * a.cols;
-      switch (nt) {
-        case 1: FloatTile<1>(w, xt, a.cols, out); break;
-        case 2: FloatTile<2>(w, xt, a.cols, out); break;
-        case 3: FloatTile<3>(w, xt, a.cols, out); break;
-        default: FloatTile<4>(w, xt, a.cols, out); break;
-      }
-      for (int t = 0; t < nt; ++t) {
-        float* yt = a.y + (b0 + t) * a.y_stride + r0;
-        for (int r = 0; r < n; ++r) yt[r] = out[r][t];
+      for (int r = n; r < kR; ++r) w[r] = w[0];  // padding rows: computed, then discarded
+      for (int64_t b0 = tb; b0 < tb_end; b0 += kTMax) {
+        const int nt = static_cast<int>(std::min<int64_t>(kTMax, tb_end - b0));
+        const float* xt = a.x + b0 * a.cols;
+        switch (nt) {
+          case 1: FloatTile<1>(w, xt, a.cols, out); break;
+          case 2: FloatTile<2>(w, xt, a.cols, out); break;
+          case 3: FloatTile<3>(w, xt, a.cols, out); break;
+          default: FloatTile<4>(w, xt, a.cols, out); break;
+        }
+        for (int t = 0; t < nt; ++t) {
+          float* yt = a.y + (b0 + t) * a.y_stride + r0;
+          for (int r = 0; r < n; ++r) yt[r] = out[r][t];
+        }
       }
     }
   }

@@ -508,25 +508,30 @@ void RunDirect(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int6
 template <bool kSigned, bool kPer16, bool kMin>
 void RunRows(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64_t row_end, uint8_t* panel) {
   const int64_t stride = Q8ActivationStride(a.cols), prow = PanelRowBytes(a.cols);
+  const int64_t token_block = TokenBlock(stride);
   float out[kR][kTMax];
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += kR) {
-    const int n = static_cast<int>(std::min<int64_t>(kR, row_end - r0));
-    PrefetchAhead(a.w + r0 * a.row_bytes, kR * a.row_bytes, a.w + row_end * a.row_bytes);
-    for (int r = 0; r < n; ++r) DecodePanelRow(a.type, a.w + (r0 + r) * a.row_bytes, a.cols, panel + r * prow);
-    // Rows past the range are zero (zero codes, scales and mins): their outputs are discarded.
-    if (n < kR) std::memset(panel + n * prow, 0, static_cast<size_t>((kR - n) * prow));
-    for (int64_t b0 = 0; b0 < a.batch; b0 += kTMax) {
-      const int nt = static_cast<int>(std::min<int64_t>(kTMax, a.batch - b0));
-      const uint8_t* at = acts + b0 * stride;
-      switch (nt) {
-        case 1: Tile<kSigned, kPer16, kMin, 1>(panel, a.cols, at, stride, out); break;
-        case 2: Tile<kSigned, kPer16, kMin, 2>(panel, a.cols, at, stride, out); break;
-        case 3: if constexpr (kTMax >= 3) Tile<kSigned, kPer16, kMin, 3>(panel, a.cols, at, stride, out); break;
-        default: if constexpr (kTMax >= 4) Tile<kSigned, kPer16, kMin, 4>(panel, a.cols, at, stride, out); break;
-      }
-      for (int t = 0; t < nt; ++t) {
-        float* yt = a.y + (b0 + t) * a.y_stride + r0;
-        for (int r = 0; r < n; ++r) yt[r] = out[r][t];
+  // Blocks of tokens whose activations stay in L2 while every row tile of the range passes over them.
+  for (int64_t tb = 0; tb < a.batch; tb += token_block) {
+    const int64_t tb_end = std::min(a.batch, tb + token_block);
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kR) {
+      const int n = static_cast<int>(std::min<int64_t>(kR, row_end - r0));
+      PrefetchAhead(a.w + r0 * a.row_bytes, kR * a.row_bytes, a.w + row_end * a.row_bytes);
+      for (int r = 0; r < n; ++r) DecodePanelRow(a.type, a.w + (r0 + r) * a.row_bytes, a.cols, panel + r * prow);
+      // Rows past the range are zero (zero codes, scales and mins): their outputs are discarded.
+      if (n < kR) std::memset(panel + n * prow, 0, static_cast<size_t>((kR - n) * prow));
+      for (int64_t b0 = tb; b0 < tb_end; b0 += kTMax) {
+        const int nt = static_cast<int>(std::min<int64_t>(kTMax, tb_end - b0));
+        const uint8_t* at = acts + b0 * stride;
+        switch (nt) {
+          case 1: Tile<kSigned, kPer16, kMin, 1>(panel, a.cols, at, stride, out); break;
+          case 2: Tile<kSigned, kPer16, kMin, 2>(panel, a.cols, at, stride, out); break;
+          case 3: if constexpr (kTMax >= 3) Tile<kSigned, kPer16, kMin, 3>(panel, a.cols, at, stride, out); break;
+          default: if constexpr (kTMax >= 4) Tile<kSigned, kPer16, kMin, 4>(panel, a.cols, at, stride, out); break;
+        }
+        for (int t = 0; t < nt; ++t) {
+          float* yt = a.y + (b0 + t) * a.y_stride + r0;
+          for (int r = 0; r < n; ++r) yt[r] = out[r][t];
+        }
       }
     }
   }

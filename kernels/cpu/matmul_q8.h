@@ -23,6 +23,12 @@ namespace tq::kernels {
 // about 2/3 of the memory bandwidth; asking for the bytes kPrefetchBytes past the current tile closes the gap.
 inline constexpr int64_t kPrefetchBytes = 4096;
 
+// Tokens per block of a large batch: the activation rows of one block (`token_bytes` each) take about 512 KiB,
+// so they stay in L2 while every row tile of a thread's range passes over them. A multiple of 8 tokens.
+inline int64_t TokenBlock(int64_t token_bytes) {
+  return std::max<int64_t>(8, (int64_t{512} << 10) / token_bytes / 8 * 8);
+}
+
 // Prefetches [tile + kPrefetchBytes, tile + kPrefetchBytes + tile_bytes), clipped to `end`.
 inline void PrefetchAhead(const uint8_t* tile, int64_t tile_bytes, const uint8_t* end) {
   const uint8_t* p = tile + kPrefetchBytes;

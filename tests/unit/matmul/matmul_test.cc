@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -134,11 +135,12 @@ double Tolerance(WeightType type, const float* w, const float* x, int64_t cols) 
   return act_bound * 1.0001 + 3e-5 * max_w * sum_x + 1e-30;
 }
 
-void CheckAgainstReference(WeightType type, int64_t rows, int64_t cols, bool random_blocks, std::mt19937& rng) {
+void CheckAgainstReference(WeightType type, int64_t rows, int64_t cols, bool random_blocks, std::mt19937& rng,
+                           std::span<const int64_t> batches = kBatches) {
   const Matrix m = MakeMatrix(type, rows, cols, random_blocks, rng);
   std::vector<float> w(rows * cols);
   for (int64_t r = 0; r < rows; ++r) DequantizeRowRef(type, m.bytes.data() + r * m.row_bytes, &w[r * cols], cols);
-  for (int64_t batch : kBatches) {
+  for (int64_t batch : batches) {
     const std::vector<float> x = MakeActivations(batch, cols, rng);
     const std::vector<float> y = RunMatMul(m, x, batch, std::min<int64_t>(rows, 5));
     for (int64_t b = 0; b < batch; ++b) {
@@ -179,6 +181,16 @@ TEST_P(MatMulTest, QuantizedTypesMatchReference) {
         CheckAgainstReference(type, rows, blocks * block, true, rng);
       }
     }
+  }
+}
+
+// Wide rows make the token blocks of a large batch small (a few dozen tokens), so a batch spans several.
+TEST_P(MatMulTest, LargeBatchSpansTokenBlocks) {
+  std::mt19937 rng(5);
+  const int64_t batches[] = {100};
+  for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kQ8_0, WeightType::kQ4_1,
+                          WeightType::kQ4_K, WeightType::kQ6_K}) {
+    CheckAgainstReference(type, 5, 32 * kQkK, false, rng, batches);
   }
 }
 
