@@ -80,6 +80,7 @@ StatusOr<ModelInfo> InspectModel(const GgufFile& g, const std::string& path) {
   TQ_ASSIGN_OR_RETURN(info.context, OptionalInt(g, a + "context_length"));
   TQ_ASSIGN_OR_RETURN(info.vocab, OptionalInt(g, a + "vocab_size"));
   TQ_ASSIGN_OR_RETURN(info.rope_dims, OptionalInt(g, a + "rope.dimension_count"));
+  TQ_ASSIGN_OR_RETURN(info.sliding_window, OptionalInt(g, a + "attention.sliding_window"));
   TQ_ASSIGN_OR_RETURN(info.rope_freq_base, OptionalFloat(g, a + "rope.freq_base"));
   TQ_ASSIGN_OR_RETURN(info.rope_scale, OptionalFloat(g, a + "rope.scaling.factor"));
   TQ_ASSIGN_OR_RETURN(info.rms_eps, OptionalFloat(g, a + "attention.layer_norm_rms_epsilon"));

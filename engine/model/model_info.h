@@ -34,6 +34,7 @@ struct ModelInfo {
   // Hyperparameters; absent when the metadata lacks them (e.g. a vocabulary-only file).
   std::optional<int64_t> layers, embedding, feed_forward, heads, kv_heads, head_dim, context, vocab;
   std::optional<int64_t> rope_dims;
+  std::optional<int64_t> sliding_window;  // "{arch}.attention.sliding_window" (Gemma 3, Mistral)
   std::optional<double> rope_freq_base, rope_scale, rms_eps;
   std::string rope_scaling;  // "{arch}.rope.scaling.type", "" when none
 

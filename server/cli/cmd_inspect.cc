@@ -53,7 +53,7 @@ nlohmann::json ToJson(const engine::ModelInfo& m, const engine::GgufFile& g, boo
                   {"feed_forward", OptJson(m.feed_forward)}, {"heads", OptJson(m.heads)},
                   {"kv_heads", OptJson(m.kv_heads)},       {"head_dim", OptJson(m.head_dim)},
                   {"context", OptJson(m.context)},         {"vocab", OptJson(m.vocab)},
-                  {"rms_eps", OptJson(m.rms_eps)},
+                  {"rms_eps", OptJson(m.rms_eps)},         {"sliding_window", OptJson(m.sliding_window)},
                   {"rope", {{"dims", OptJson(m.rope_dims)}, {"freq_base", OptJson(m.rope_freq_base)},
                             {"scaling", m.rope_scaling}, {"scale", OptJson(m.rope_scale)}}}};
   nlohmann::json types = nlohmann::json::object();
@@ -84,9 +84,10 @@ void PrintText(const engine::ModelInfo& m, const engine::GgufFile& g, bool metad
   std::printf("layers %s  embedding %s  ffn %s  heads %s  kv_heads %s  head_dim %s\n", Opt(m.layers).c_str(),
               Opt(m.embedding).c_str(), Opt(m.feed_forward).c_str(), Opt(m.heads).c_str(), Opt(m.kv_heads).c_str(),
               Opt(m.head_dim).c_str());
-  std::printf("context %s  vocab %s  rms_eps %s  rope dims %s  freq_base %s  scaling %s\n", Opt(m.context).c_str(),
-              Opt(m.vocab).c_str(), Opt(m.rms_eps).c_str(), Opt(m.rope_dims).c_str(), Opt(m.rope_freq_base).c_str(),
-              m.rope_scaling.empty() ? "none" : m.rope_scaling.c_str());
+  std::printf("context %s  vocab %s  rms_eps %s  rope dims %s  freq_base %s  scaling %s%s%s\n",
+              Opt(m.context).c_str(), Opt(m.vocab).c_str(), Opt(m.rms_eps).c_str(), Opt(m.rope_dims).c_str(),
+              Opt(m.rope_freq_base).c_str(), m.rope_scaling.empty() ? "none" : m.rope_scaling.c_str(),
+              m.sliding_window ? "  sliding_window " : "", m.sliding_window ? Opt(m.sliding_window).c_str() : "");
   std::printf("tensors       %lld, %s, %.1fM parameters\n", static_cast<long long>(m.tensor_count),
               Mib(m.tensor_bytes).c_str(), static_cast<double>(m.parameters) / 1e6);
   for (const auto& [name, s] : m.tensor_types) {

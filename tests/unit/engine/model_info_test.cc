@@ -36,6 +36,25 @@ TEST(ModelInfoTest, SmolLm2) {
   EXPECT_TRUE(info->has_chat_template);
 }
 
+TEST(ModelInfoTest, Gemma3) {
+  TQ_SKIP_IF_MISSING(testing::Gemma3Path());
+  auto g = GgufFile::Open(testing::Gemma3Path());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto info = InspectModel(**g, testing::Gemma3Path());
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->architecture, "gemma3");
+  EXPECT_EQ(info->file_type, "Q4_K_M");
+  EXPECT_EQ(info->layers, 18);
+  EXPECT_EQ(info->head_dim, 256);
+  EXPECT_EQ(info->kv_heads, 1);
+  EXPECT_EQ(info->sliding_window, 512);
+  EXPECT_EQ(info->tensor_types.at("Q5_0").count, 81);
+  EXPECT_EQ(info->tensor_types.at("Q4_K").count, 27);
+  EXPECT_EQ(info->tensor_types.at("Q6_K").count, 9);
+  EXPECT_TRUE(info->unsupported_tensors.empty());
+  EXPECT_TRUE(info->tokenizer_error.empty()) << info->tokenizer_error;
+}
+
 TEST(ModelInfoTest, Stories260K) {
   TQ_SKIP_IF_MISSING(testing::Stories260KPath());
   auto g = GgufFile::Open(testing::Stories260KPath());

@@ -18,6 +18,12 @@ inline std::string SmolLm2Path() {
   return std::string(home != nullptr ? home : "") + "/.cache/tqserve/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
+// Gemma 3 270M Q4_K_M, assembled from its four PyPI chunk packages (sha256 a5fd3b62...6818).
+inline std::string Gemma3Path() {
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : "") + "/.cache/tqserve/models/gemma-3-270m-q4_k_m.gguf";
+}
+
 inline bool Exists(const std::string& path) { return std::filesystem::exists(path); }
 
 }  // namespace tq::engine::testing

@@ -200,6 +200,9 @@ TEST(TokenizerTest, WikiTextMatchesReferenceTokenizers) {
   if (testing::Exists(testing::SmolLm2Path())) {
     expects.push_back({testing::SmolLm2Path(), 303415, 0xd16e26595263485eull});
   }
+  if (testing::Exists(testing::Gemma3Path())) {
+    expects.push_back({testing::Gemma3Path(), 295215, 0xf98b55ec2550ec8full});
+  }
   for (const Expect& e : expects) {
     auto gguf = GgufFile::Open(e.path);
     ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
@@ -209,6 +212,28 @@ TEST(TokenizerTest, WikiTextMatchesReferenceTokenizers) {
     EXPECT_EQ(ids.size(), e.count) << e.path;
     EXPECT_EQ(Fnv1a(ids), e.hash) << e.path;
     EXPECT_TRUE((*tok)->Decode(ids) == text) << e.path;
+  }
+}
+
+// Gemma 3: SentencePiece without a space prefix, with user-defined whitespace tokens ("\n\n", "  ") split out of
+// the raw text first; ids of llama.cpp's test strings from the sentencepiece package (testdata/spm_reference.py).
+TEST(TokenizerTest, Gemma3MatchesSentencePiece) {
+  const std::string inp = testing::SharedPath("data/tokenizer/ggml-vocab-gpt-2.gguf");
+  TQ_SKIP_IF_MISSING(inp);
+  TQ_SKIP_IF_MISSING(testing::Gemma3Path());
+  auto gguf = GgufFile::Open(testing::Gemma3Path());
+  ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
+  auto tok = Tokenizer::FromGguf(**gguf);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_FALSE((*tok)->add_space_prefix());
+  EXPECT_EQ((*tok)->bos(), 2);
+  std::istringstream lines(ReadText("tests/unit/engine/testdata/gemma3.out"));
+  std::string line;
+  for (const Case& c : LoadCases(inp)) {
+    ASSERT_TRUE(std::getline(lines, line));
+    const std::vector<TokenId> ids = (*tok)->Encode(c.text, {.add_special = false});
+    EXPECT_EQ(Show(ids) + "|", line + (line.empty() ? "|" : " |")) << "text: '" << c.text << "'";
+    EXPECT_EQ((*tok)->Decode(ids), c.text);
   }
 }
 

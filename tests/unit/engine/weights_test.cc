@@ -3,13 +3,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <memory>
 #include <fstream>
 #include <random>
 #include <sstream>
 
+#include "engine/model/gguf.h"
 #include "kernels/weights/half.h"
 #include "kernels/weights/weight_ref.h"
 #include "kernels/weights/weight_types.h"
+#include "tests/unit/engine/test_paths.h"
 
 namespace tq::kernels {
 namespace {
@@ -140,6 +144,45 @@ TEST(WeightRefTest, QuantizeRoundTrip) {
     for (int64_t k = 0; k < kN; ++k) dot += static_cast<double>(y[k]) * x[k];
     EXPECT_NEAR(DotRowRef(c.type, q.data(), x.data(), kN), dot, 1e-3 * std::sqrt(norm)) << WeightTypeName(c.type);
   }
+}
+
+// Whole tensors of the real models (when present in ~/.cache/tqserve/models) against sums of the same tensors
+// dequantized by gguf-py (testdata/real_tensor_sums.txt): Q4_1 and Q8_0 from SmolLM2, Q4_K, Q6_K, Q5_0 and Q8_0
+// from Gemma 3 270M Q4_K_M.
+TEST(WeightRefTest, RealTensorsMatchGgufPy) {
+  std::ifstream in("tests/unit/engine/testdata/real_tensor_sums.txt");
+  ASSERT_TRUE(in) << "run from the repository root";
+  const std::string dir = std::filesystem::path(engine::testing::SmolLm2Path()).parent_path().string() + "/";
+  std::string model, tensor, type;
+  int64_t n = 0;
+  double sum = 0, sumsq = 0;
+  int checked = 0;
+  std::unique_ptr<engine::GgufFile> file;
+  std::string open_model;
+  while (in >> model >> tensor >> type >> n >> sum >> sumsq) {
+    if (!engine::testing::Exists(dir + model)) continue;
+    if (open_model != model) {
+      auto f = engine::GgufFile::Open(dir + model);
+      ASSERT_TRUE(f.ok()) << f.status().ToString();
+      file = std::move(*f);
+      open_model = model;
+    }
+    const engine::GgufTensorInfo* t = file->FindTensor(tensor);
+    ASSERT_NE(t, nullptr) << tensor;
+    ASSERT_EQ(WeightTypeName(t->type), type) << tensor;
+    ASSERT_EQ(t->elements(), n) << tensor;
+    std::vector<float> y(static_cast<size_t>(n));
+    DequantizeRowRef(t->type, t->data, y.data(), n);
+    double s = 0, s2 = 0;
+    for (float v : y) {
+      s += v;
+      s2 += static_cast<double>(v) * v;
+    }
+    EXPECT_NEAR(s2, sumsq, 1e-6 * sumsq) << model << " " << tensor;
+    EXPECT_NEAR(s, sum, 1e-6 * std::sqrt(sumsq * static_cast<double>(n))) << model << " " << tensor;
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no model in " << dir << " (scripts/fetch-model.sh fetches SmolLM2)";
 }
 
 TEST(WeightRefTest, KnownValues) {
