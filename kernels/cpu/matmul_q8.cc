@@ -128,6 +128,19 @@ inline V32 ShiftMask(V32 v, int bits, int mask) {
 inline V32 Shl4(V32 v) { return _mm256_slli_epi16(v, 4); }  // bytes < 16: no carry into the next byte
 #endif
 
+#if TQ_Q8_X86
+// The 8 bytes of lo (bytes 0-3) and hi (bytes 4-7) as floats.
+inline __m256 Bytes8ToFloat(uint32_t lo, uint32_t hi) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_setr_epi32(static_cast<int>(lo), static_cast<int>(hi), 0, 0)));
+}
+// out[2j] = out[2j + 1] = v[j], j < 8: a value per sub-block of 32 stored once per half-block of 16.
+inline void StoreHalves(__m256 v, float* out) {
+  const __m256 lo = _mm256_unpacklo_ps(v, v), hi = _mm256_unpackhi_ps(v, v);  // [0 0 1 1 | 4 4 5 5], [2 2 3 3 | ..]
+  _mm256_storeu_ps(out, _mm256_permute2f128_ps(lo, hi, 0x20));
+  _mm256_storeu_ps(out + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+}
+#endif
+
 // Codes of 32 elements from 16 packed bytes: low nibbles first, then high nibbles.
 inline void UnpackNibbles(const uint8_t* __restrict q, uint8_t* __restrict c) {
 #if TQ_Q8_X86
@@ -229,6 +242,17 @@ void DecodePanelRow(WeightType type, const uint8_t* row, int64_t cols, uint8_t* 
         const uint8_t* qh = b + 16;
         const uint8_t* q = five ? b + 48 : b + 16;
         UnpackK4(q, qh, five, c + kQkK * sb);
+#if TQ_Q8_X86
+        // The 6-bit scales and mins of the 8 sub-blocks, from three little-endian words of the 12 scale bytes
+        // (layout: UnpackScaleMinK4), widened to f32 and stored once per half-block.
+        uint32_t word[3];
+        std::memcpy(word, b + 4, 12);
+        const uint32_t scales_lo = word[0] & 0x3F3F3F3Fu, mins_lo = word[1] & 0x3F3F3F3Fu;
+        const uint32_t scales_hi = (word[2] & 0x0F0F0F0Fu) | (((word[0] >> 6) & 0x03030303u) << 4);
+        const uint32_t mins_hi = ((word[2] >> 4) & 0x0F0F0F0Fu) | (((word[1] >> 6) & 0x03030303u) << 4);
+        StoreHalves(_mm256_mul_ps(_mm256_set1_ps(d), Bytes8ToFloat(scales_lo, scales_hi)), sc + 16 * sb);
+        StoreHalves(_mm256_mul_ps(_mm256_set1_ps(-dmin), Bytes8ToFloat(mins_lo, mins_hi)), mn + 16 * sb);
+#else
         for (int j = 0; j < 8; ++j) {
           uint8_t s6, m6;
           UnpackScaleMinK4(j, b + 4, &s6, &m6);
@@ -236,6 +260,7 @@ void DecodePanelRow(WeightType type, const uint8_t* row, int64_t cols, uint8_t* 
           sc[h] = sc[h + 1] = d * static_cast<float>(s6);
           mn[h] = mn[h + 1] = -dmin * static_cast<float>(m6);
         }
+#endif
       }
       return;
     }
@@ -247,11 +272,22 @@ void DecodePanelRow(WeightType type, const uint8_t* row, int64_t cols, uint8_t* 
         const auto* scales = reinterpret_cast<const int8_t*>(b + 192);
         const float d = F16(b + 208);
         UnpackQ6K(ql, qh, c + kQkK * sb);
+#if TQ_Q8_X86
+        const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales));
+        const __m256 vd = _mm256_set1_ps(d), vm = _mm256_set1_ps(-32.0f * d);
+        const __m256 s_lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8));
+        const __m256 s_hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(s8, s8)));
+        _mm256_storeu_ps(sc + 16 * sb, _mm256_mul_ps(vd, s_lo));
+        _mm256_storeu_ps(sc + 16 * sb + 8, _mm256_mul_ps(vd, s_hi));
+        _mm256_storeu_ps(mn + 16 * sb, _mm256_mul_ps(vm, s_lo));
+        _mm256_storeu_ps(mn + 16 * sb + 8, _mm256_mul_ps(vm, s_hi));
+#else
         for (int j = 0; j < 16; ++j) {
           const float s16 = d * static_cast<float>(scales[j]);
           sc[16 * sb + j] = s16;
           mn[16 * sb + j] = -32.0f * s16;
         }
+#endif
       }
       return;
     default:
@@ -384,6 +420,25 @@ void Tile(const uint8_t* panel, int64_t cols, const uint8_t* acts, int64_t strid
       }
     }
   }
+  if constexpr (kMin) {  // add the min terms lane-wise, so that one horizontal sum per output remains
+    const int64_t n = 2 * nb;
+    const __m256i tail_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n % 8)),
+                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int r = 0; r < kR; ++r) {
+      const float* mn = reinterpret_cast<const float*>(panel + r * prow + cols) + n;
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8) {
+        const __m256 m = _mm256_loadu_ps(mn + i);
+        for (int t = 0; t < kT; ++t) acc[r][t] = _mm256_fmadd_ps(m, _mm256_loadu_ps(dx[t] + nb + i), acc[r][t]);
+      }
+      if (i < n) {
+        const __m256 m = _mm256_maskload_ps(mn + i, tail_mask);
+        for (int t = 0; t < kT; ++t) {
+          acc[r][t] = _mm256_fmadd_ps(m, _mm256_maskload_ps(dx[t] + nb + i, tail_mask), acc[r][t]);
+        }
+      }
+    }
+  }
   for (int r = 0; r < kR; ++r) {
     for (int t = 0; t < kT; ++t) out[r][t] = HorizontalSum(acc[r][t]);
   }
@@ -405,13 +460,13 @@ void Tile(const uint8_t* panel, int64_t cols, const uint8_t* acts, int64_t strid
       out[r][t] = sum;
     }
   }
-#endif
   if constexpr (kMin) {
     for (int r = 0; r < kR; ++r) {
       const float* mn = reinterpret_cast<const float*>(panel + r * prow + cols) + 2 * nb;
       for (int t = 0; t < kT; ++t) out[r][t] += MinTerm(mn, dx[t] + nb, 2 * nb);
     }
   }
+#endif
 }
 
 #if TQ_Q8_X86
