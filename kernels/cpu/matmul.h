@@ -8,10 +8,13 @@
 //      Q6_K) multiply 8-bit activations: each block of 32 values of X becomes int8 codes and an f32 scale
 //      (x ~ d * q, |q| <= 127), so the products are integer dot products per block, scaled once per block.
 //      Float weights (F32, F16, BF16) multiply X as it is and need no prepared activations (0 bytes).
-//   2. MatMulRows computes a range of rows. It decodes kMatMulRowTile weight rows at a time into a small panel
-//      (per-thread scratch) and multiplies the panel with a few activation rows at a time held in registers,
-//      so each decoded weight is reused across the whole batch.
-// The SIMD target is chosen once per call by Highway's dynamic dispatch (the call covers a whole block of rows).
+//   2. MatMulRows computes a range of rows, kMatMulRowTile rows at a time against up to 4 activation rows held
+//      in registers. Small batches (decode, <= 8 rows of X) of Q8_0 / Q4_0 / Q4_1 unpack the weights in
+//      registers; otherwise the tile's rows are decoded once into a small panel (per-thread scratch) that the
+//      whole batch reuses, in blocks of tokens whose activations stay in L2. Weight rows are prefetched ahead.
+// x86 (AVX2, AVX-512, AVX-512 VNNI) has hand-written integer kernels; other targets run the same loops in
+// scalar integer code (matmul_q8.cc). The float path is portable Highway code. The SIMD target is chosen once
+// per call by Highway's dynamic dispatch (the call covers a whole block of rows).
 // Accuracy against DotRowRef (kernels/weights/weight_ref.h): float weights, f32 rounding only; quantized weights,
 // additionally the activation rounding, at most sum over blocks of (amax(x block) / 254) * sum |w| in the block.
 #pragma once

@@ -1,8 +1,11 @@
 // The int8 path of the weight-matrix product: block-quantized weights times 8-bit activations (layouts in
-// matmul_q8.h). Per thread: decode kR weight rows into a panel (u8/int8 codes, a scale and a min per half-block),
-// then multiply the panel with kT activation records at a time, kR x kT accumulators in registers.
-// x86 targets (AVX2, AVX3, AVX3_DL) use 256-bit integer dot products per block of 32 (AVX-512 VNNI's dpbusd on
-// AVX3_DL, maddubs + madd otherwise); other targets use the same loops in scalar integer code.
+// matmul_q8.h). Per thread and tile of kR weight rows:
+//   panel tiles: decode the rows into a panel (u8/int8 codes, a scale and a min per half-block), then multiply it
+//     with kT activation records at a time, kR x kT accumulators in registers (all types, all batch sizes);
+//   direct tiles (x86, Q8_0 / Q4_0 / Q4_1, batch <= kDirectMaxBatch): unpack each block in registers, no panel.
+// x86 targets use integer dot products per block of 32: AVX-512 VNNI's dpbusd on AVX3_DL, maddubs + madd
+// otherwise; AVX3 / AVX3_DL panel tiles take two blocks per 512-bit vector. Other targets run the panel tiles in
+// scalar integer code.
 #include "kernels/cpu/matmul_q8.h"
 
 #include <algorithm>
