@@ -86,6 +86,7 @@ Status Tokenizer::Load(const GgufFile& gguf) {
   }
   const size_t n = tokens.size();
   tokens_.assign(tokens.begin(), tokens.end());
+  token_ids_.max_load_factor(0.5f);  // short bucket chains: lookups dominate encoding time
   token_ids_.reserve(n);
   for (size_t id = 0; id < n; ++id) token_ids_.emplace(tokens_[id], static_cast<TokenId>(id));  // first wins
 
@@ -115,6 +116,7 @@ Status Tokenizer::Load(const GgufFile& gguf) {
 
   if (kind_ == TokenizerKind::kByteLevelBpe) {
     TQ_ASSIGN_OR_RETURN(std::span<const std::string_view> merges, gguf.GetStringArray("tokenizer.ggml.merges"));
+    merge_ranks_.max_load_factor(0.5f);
     merge_ranks_.reserve(merges.size());
     for (size_t rank = 0; rank < merges.size(); ++rank) {
       const size_t space = merges[rank].find(' ', 1);
@@ -157,11 +159,12 @@ Status Tokenizer::Load(const GgufFile& gguf) {
   }
 
   if (spm) {
-    spm_words_independent_ = true;
-    for (const std::string& token : tokens_) {
+    for (size_t id = 0; id < n && spm_cross_word_tokens_.size() <= kMaxCrossWordTokens; ++id) {
+      const std::string& token = tokens_[id];
       for (size_t pos = token.find(kSpmSpace, 1); pos != std::string::npos; pos = token.find(kSpmSpace, pos + 1)) {
         if (pos < kSpmSpace.size() || token.compare(pos - kSpmSpace.size(), kSpmSpace.size(), kSpmSpace) != 0) {
-          spm_words_independent_ = false;
+          spm_cross_word_tokens_.push_back(static_cast<TokenId>(id));
+          break;
         }
       }
     }
@@ -229,6 +232,7 @@ void Tokenizer::EncodeText(std::string_view text, bool parse_special, std::vecto
     const TokenType type = types_[static_cast<size_t>(special)];
     if (!parse_special && type != TokenType::kUserDefined) continue;
     const std::string& needle = tokens_[static_cast<size_t>(special)];
+    if (text.find(needle) == std::string_view::npos) continue;  // nowhere in the text: fragments unchanged
     std::vector<Fragment> next;
     for (const Fragment& f : fragments) {
       if (f.token != kNoToken) {

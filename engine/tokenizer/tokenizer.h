@@ -99,7 +99,10 @@ class Tokenizer {
   std::vector<TokenId> eog_;
   TokenId bos_ = kNoToken, eos_ = kNoToken, unk_ = kNoToken, pad_ = kNoToken;
   bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;
-  bool spm_words_independent_ = false;  // no token has U+2581 after another character (see EncodeSpm)
+  // SentencePiece tokens that hold U+2581 after another character (see EncodeSpm); past kMaxCrossWordTokens of
+  // them, the whole text is merged at once.
+  static constexpr size_t kMaxCrossWordTokens = 64;
+  std::vector<TokenId> spm_cross_word_tokens_;
 };
 
 }  // namespace tq::engine
