@@ -9,6 +9,11 @@
 #include "kernels/weights/half.h"
 #include "kernels/weights/weight_ref.h"
 
+// The same targets as matmul_q8.cc, AVX3_DL included.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/matmul.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
