@@ -1,10 +1,10 @@
 // GgufFile lookups and typed getters.
+#include "engine/model/gguf.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
-
-#include "engine/model/gguf.h"
 
 namespace tq::engine {
 
@@ -37,7 +37,9 @@ bool IsSignedType(GgufValueType t) {
   return t == GgufValueType::kInt8 || t == GgufValueType::kInt16 || t == GgufValueType::kInt32 ||
          t == GgufValueType::kInt64;
 }
-bool IsFloatType(GgufValueType t) { return t == GgufValueType::kFloat32 || t == GgufValueType::kFloat64; }
+bool IsFloatType(GgufValueType t) {
+  return t == GgufValueType::kFloat32 || t == GgufValueType::kFloat64;
+}
 
 Status WrongType(std::string_view key, std::string_view expected, const GgufValue& v) {
   std::string got(GgufValueTypeName(v.type));
@@ -55,7 +57,9 @@ T LoadRaw(const uint8_t* p) {
 
 }  // namespace
 
-bool GgufValue::IsInteger() const { return IsUnsignedType(type) || IsSignedType(type); }
+bool GgufValue::IsInteger() const {
+  return IsUnsignedType(type) || IsSignedType(type);
+}
 
 double GgufValue::NumericElement(uint64_t k) const {
   switch (elem_type) {
@@ -70,7 +74,8 @@ double GgufValue::NumericElement(uint64_t k) const {
     case GgufValueType::kUint64: return static_cast<double>(LoadRaw<uint64_t>(raw + 8 * k));
     case GgufValueType::kInt64: return static_cast<double>(LoadRaw<int64_t>(raw + 8 * k));
     case GgufValueType::kFloat64: return LoadRaw<double>(raw + 8 * k);
-    case GgufValueType::kString: case GgufValueType::kArray: break;
+    case GgufValueType::kString:
+    case GgufValueType::kArray: break;
   }
   assert(false && "NumericElement on a non-numeric array");
   return 0.0;
@@ -86,16 +91,17 @@ const GgufTensorInfo* GgufFile::FindTensor(std::string_view name) const {
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
-#define TQ_GGUF_FIND(v, key)                                                                  \
-  const GgufValue* v = Find(key);                                                             \
+#define TQ_GGUF_FIND(v, key)      \
+  const GgufValue* v = Find(key); \
   if (v == nullptr) return NotFoundError("GGUF key '" + std::string(key) + "' is missing")
 
 StatusOr<uint64_t> GgufFile::GetUint(std::string_view key) const {
   TQ_GGUF_FIND(v, key);
   if (IsUnsignedType(v->type)) return v->u;
   if (IsSignedType(v->type)) {
-    if (v->i < 0) return InvalidArgumentError("GGUF key '" + std::string(key) + "': negative value " +
-                                              std::to_string(v->i));
+    if (v->i < 0)
+      return InvalidArgumentError("GGUF key '" + std::string(key) + "': negative value " +
+                                  std::to_string(v->i));
     return static_cast<uint64_t>(v->i);
   }
   return WrongType(key, "an unsigned integer", *v);
@@ -194,17 +200,23 @@ std::string Quote(std::string_view s, size_t max_chars) {
   std::string out = "\"";
   for (size_t k = 0; k < s.size() && k < max_chars; ++k) {
     const char c = s[k];
-    if (c == '\n') out += "\\n";
-    else if (c == '"' || c == '\\') { out += '\\'; out += c; }
-    else if (static_cast<unsigned char>(c) < 0x20) out += '?';
-    else out += c;
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20)
+      out += '?';
+    else
+      out += c;
   }
   if (s.size() > max_chars) out += "...";
   return out + "\"";
 }
 
 std::string NumberText(double v) {
-  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15)
+    return std::to_string(static_cast<int64_t>(v));
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.7g", v);
   return buf;
@@ -222,9 +234,12 @@ std::string GgufValueToString(const GgufValue& v, size_t max_chars) {
   constexpr uint64_t kShown = 4;
   for (uint64_t k = 0; k < v.count && k < kShown; ++k) {
     out += k == 0 ? " " : ", ";
-    if (v.elem_type == GgufValueType::kString) out += Quote(v.strings[k], 16);
-    else if (v.elem_type == GgufValueType::kArray) out += GgufValueToString(v.arrays[k], 16);
-    else out += NumberText(v.NumericElement(k));
+    if (v.elem_type == GgufValueType::kString)
+      out += Quote(v.strings[k], 16);
+    else if (v.elem_type == GgufValueType::kArray)
+      out += GgufValueToString(v.arrays[k], 16);
+    else
+      out += NumberText(v.NumericElement(k));
   }
   if (v.count > kShown) out += ", ...";
   return out;

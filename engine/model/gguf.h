@@ -10,9 +10,9 @@
 // A tensor's bytes start at data_offset + offset (offset a multiple of the alignment); dims[0] is the
 // contiguous dimension (a row).
 //
-// Every length, count, type and offset is checked against the file: a truncated, corrupt or unsupported file is
-// a Status error that names the key or tensor, never a crash. Views (string_view, data pointers) point into the
-// mapped bytes and live as long as the GgufFile.
+// Every length, count, type and offset is checked against the file: a truncated, corrupt or unsupported file
+// is a Status error that names the key or tensor, never a crash. Views (string_view, data pointers) point
+// into the mapped bytes and live as long as the GgufFile.
 #pragma once
 
 #include <array>
@@ -81,8 +81,8 @@ struct GgufTensorInfo {
   int n_dims = 0;
   std::array<int64_t, 4> dims = {1, 1, 1, 1};  // dims[0] is contiguous; unused dims are 1
   kernels::WeightType type = kernels::WeightType::kF32;
-  uint64_t offset = 0;           // from the start of the data section
-  uint64_t bytes = 0;            // size of the data
+  uint64_t offset = 0;            // from the start of the data section
+  uint64_t bytes = 0;             // size of the data
   const uint8_t* data = nullptr;  // into the mapped file
 
   int64_t elements() const { return dims[0] * dims[1] * dims[2] * dims[3]; }

@@ -16,16 +16,26 @@ constexpr int kMaxDims = 4;
 // Fixed size in bytes of a scalar of `type`; 0 for string, array and unknown types.
 uint64_t ScalarSize(GgufValueType type) {
   switch (type) {
-    case GgufValueType::kUint8: case GgufValueType::kInt8: case GgufValueType::kBool: return 1;
-    case GgufValueType::kUint16: case GgufValueType::kInt16: return 2;
-    case GgufValueType::kUint32: case GgufValueType::kInt32: case GgufValueType::kFloat32: return 4;
-    case GgufValueType::kUint64: case GgufValueType::kInt64: case GgufValueType::kFloat64: return 8;
-    case GgufValueType::kString: case GgufValueType::kArray: return 0;
+    case GgufValueType::kUint8:
+    case GgufValueType::kInt8:
+    case GgufValueType::kBool: return 1;
+    case GgufValueType::kUint16:
+    case GgufValueType::kInt16: return 2;
+    case GgufValueType::kUint32:
+    case GgufValueType::kInt32:
+    case GgufValueType::kFloat32: return 4;
+    case GgufValueType::kUint64:
+    case GgufValueType::kInt64:
+    case GgufValueType::kFloat64: return 8;
+    case GgufValueType::kString:
+    case GgufValueType::kArray: return 0;
   }
   return 0;
 }
 
-bool KnownValueType(uint32_t t) { return t <= static_cast<uint32_t>(GgufValueType::kFloat64); }
+bool KnownValueType(uint32_t t) {
+  return t <= static_cast<uint32_t>(GgufValueType::kFloat64);
+}
 
 // A bounds-checked little-endian reader over the file.
 class Cursor {
@@ -122,16 +132,66 @@ Status ReadScalar(Cursor& cur, T* out) {
 Status ReadValue(Cursor& cur, GgufValueType type, int depth, GgufValue* out) {
   out->type = type;
   switch (type) {
-    case GgufValueType::kUint8: { uint8_t v = 0; TQ_RETURN_IF_ERROR(ReadScalar(cur, &v)); out->u = v; break; }
-    case GgufValueType::kUint16: { uint16_t v = 0; TQ_RETURN_IF_ERROR(ReadScalar(cur, &v)); out->u = v; break; }
-    case GgufValueType::kUint32: { uint32_t v = 0; TQ_RETURN_IF_ERROR(ReadScalar(cur, &v)); out->u = v; break; }
-    case GgufValueType::kUint64: { uint64_t v = 0; TQ_RETURN_IF_ERROR(ReadScalar(cur, &v)); out->u = v; break; }
-    case GgufValueType::kInt8: { int8_t v = 0; TQ_RETURN_IF_ERROR(ReadScalar(cur, &v)); out->i = v; break; }
-    case GgufValueType::kInt16: { int16_t v = 0; TQ_RETURN_IF_ERROR(ReadScalar(cur, &v)); out->i = v; break; }
-    case GgufValueType::kInt32: { int32_t v = 0; TQ_RETURN_IF_ERROR(ReadScalar(cur, &v)); out->i = v; break; }
-    case GgufValueType::kInt64: { int64_t v = 0; TQ_RETURN_IF_ERROR(ReadScalar(cur, &v)); out->i = v; break; }
-    case GgufValueType::kFloat32: { float v = 0; TQ_RETURN_IF_ERROR(ReadScalar(cur, &v)); out->f = v; break; }
-    case GgufValueType::kFloat64: { double v = 0; TQ_RETURN_IF_ERROR(ReadScalar(cur, &v)); out->f = v; break; }
+    case GgufValueType::kUint8: {
+      uint8_t v = 0;
+      TQ_RETURN_IF_ERROR(ReadScalar(cur, &v));
+      out->u = v;
+      break;
+    }
+    case GgufValueType::kUint16: {
+      uint16_t v = 0;
+      TQ_RETURN_IF_ERROR(ReadScalar(cur, &v));
+      out->u = v;
+      break;
+    }
+    case GgufValueType::kUint32: {
+      uint32_t v = 0;
+      TQ_RETURN_IF_ERROR(ReadScalar(cur, &v));
+      out->u = v;
+      break;
+    }
+    case GgufValueType::kUint64: {
+      uint64_t v = 0;
+      TQ_RETURN_IF_ERROR(ReadScalar(cur, &v));
+      out->u = v;
+      break;
+    }
+    case GgufValueType::kInt8: {
+      int8_t v = 0;
+      TQ_RETURN_IF_ERROR(ReadScalar(cur, &v));
+      out->i = v;
+      break;
+    }
+    case GgufValueType::kInt16: {
+      int16_t v = 0;
+      TQ_RETURN_IF_ERROR(ReadScalar(cur, &v));
+      out->i = v;
+      break;
+    }
+    case GgufValueType::kInt32: {
+      int32_t v = 0;
+      TQ_RETURN_IF_ERROR(ReadScalar(cur, &v));
+      out->i = v;
+      break;
+    }
+    case GgufValueType::kInt64: {
+      int64_t v = 0;
+      TQ_RETURN_IF_ERROR(ReadScalar(cur, &v));
+      out->i = v;
+      break;
+    }
+    case GgufValueType::kFloat32: {
+      float v = 0;
+      TQ_RETURN_IF_ERROR(ReadScalar(cur, &v));
+      out->f = v;
+      break;
+    }
+    case GgufValueType::kFloat64: {
+      double v = 0;
+      TQ_RETURN_IF_ERROR(ReadScalar(cur, &v));
+      out->f = v;
+      break;
+    }
     case GgufValueType::kBool: {
       uint8_t v = 0;
       TQ_RETURN_IF_ERROR(ReadScalar(cur, &v));
@@ -146,7 +206,9 @@ Status ReadValue(Cursor& cur, GgufValueType type, int depth, GgufValue* out) {
 }
 
 // a + b when it does not overflow.
-bool AddOk(uint64_t a, uint64_t b, uint64_t* sum) { return !__builtin_add_overflow(a, b, sum); }
+bool AddOk(uint64_t a, uint64_t b, uint64_t* sum) {
+  return !__builtin_add_overflow(a, b, sum);
+}
 
 }  // namespace
 
@@ -239,8 +301,8 @@ Status GgufFile::ParseAll() {
     }
     info.bytes = blocks * static_cast<uint64_t>(type_info->block_bytes);
     if (info.offset % alignment_ != 0) {
-      return DataLossError(ctx + ": data offset " + std::to_string(info.offset) + " is not a multiple of the " +
-                           "alignment " + std::to_string(alignment_));
+      return DataLossError(ctx + ": data offset " + std::to_string(info.offset) +
+                           " is not a multiple of the " + "alignment " + std::to_string(alignment_));
     }
     if (!tensor_index_.emplace(info.name, t).second) return DataLossError(ctx + " appears twice");
   }
@@ -252,9 +314,10 @@ Status GgufFile::ParseAll() {
     uint64_t begin = 0, end = 0;
     if (!AddOk(data_offset_, info.offset, &begin) || !AddOk(begin, info.bytes, &end) || end > bytes_.size()) {
       return DataLossError("tensor '" + std::string(info.name) + "': data [" + std::to_string(info.offset) +
-                           ", +" + std::to_string(info.bytes) + ") runs past the end of the file (data section " +
-                           "at " + std::to_string(data_offset_) + ", file size " +
-                           std::to_string(bytes_.size()) + "; file truncated?)");
+                           ", +" + std::to_string(info.bytes) +
+                           ") runs past the end of the file (data section " + "at " +
+                           std::to_string(data_offset_) + ", file size " + std::to_string(bytes_.size()) +
+                           "; file truncated?)");
     }
     info.data = bytes_.data() + begin;
   }

@@ -40,7 +40,8 @@ StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)),
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
       path_(std::move(other.path_)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
@@ -53,7 +54,9 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
-MappedFile::~MappedFile() { Reset(); }
+MappedFile::~MappedFile() {
+  Reset();
+}
 
 void MappedFile::Reset() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);

@@ -76,7 +76,8 @@ StatusOr<ModelInfo> InspectModel(const GgufFile& g, const std::string& path) {
   TQ_ASSIGN_OR_RETURN(info.kv_heads, OptionalInt(g, a + "attention.head_count_kv"));
   if (!info.kv_heads) info.kv_heads = info.heads;
   TQ_ASSIGN_OR_RETURN(info.head_dim, OptionalInt(g, a + "attention.key_length"));
-  if (!info.head_dim && info.embedding && info.heads && *info.heads > 0) info.head_dim = *info.embedding / *info.heads;
+  if (!info.head_dim && info.embedding && info.heads && *info.heads > 0)
+    info.head_dim = *info.embedding / *info.heads;
   TQ_ASSIGN_OR_RETURN(info.context, OptionalInt(g, a + "context_length"));
   TQ_ASSIGN_OR_RETURN(info.vocab, OptionalInt(g, a + "vocab_size"));
   TQ_ASSIGN_OR_RETURN(info.rope_dims, OptionalInt(g, a + "rope.dimension_count"));
@@ -119,12 +120,15 @@ StatusOr<ModelInfo> InspectModel(const GgufFile& g, const std::string& path) {
       TQ_ASSIGN_OR_RETURN(std::string_view pre, g.GetStringOr("tokenizer.ggml.pre", ""));
       info.tokenizer_pre = std::string(pre);
     }
-    if (const GgufValue* merges = g.Find("tokenizer.ggml.merges")) info.tokenizer_merges = static_cast<int64_t>(merges->count);
+    if (const GgufValue* merges = g.Find("tokenizer.ggml.merges"))
+      info.tokenizer_merges = static_cast<int64_t>(merges->count);
     if (!info.vocab) {
-      if (const GgufValue* tokens = g.Find("tokenizer.ggml.tokens")) info.vocab = static_cast<int64_t>(tokens->count);
+      if (const GgufValue* tokens = g.Find("tokenizer.ggml.tokens"))
+        info.vocab = static_cast<int64_t>(tokens->count);
     }
   }
-  if (const GgufValue* tmpl = g.Find("tokenizer.chat_template"); tmpl != nullptr && tmpl->type == GgufValueType::kString) {
+  if (const GgufValue* tmpl = g.Find("tokenizer.chat_template");
+      tmpl != nullptr && tmpl->type == GgufValueType::kString) {
     info.has_chat_template = true;
     info.chat_template_bytes = tmpl->str.size();
   }

@@ -45,8 +45,8 @@ void Tokenizer::EncodeBpeWord(std::string_view word, std::vector<TokenId>* out) 
   }
   std::vector<Symbol> symbols;
   for (size_t pos = 0; pos < word.size();) {
-    const size_t len = std::min<size_t>(static_cast<size_t>(Utf8SequenceLength(static_cast<uint8_t>(word[pos]))),
-                                        word.size() - pos);
+    const size_t len = std::min<size_t>(
+        static_cast<size_t>(Utf8SequenceLength(static_cast<uint8_t>(word[pos]))), word.size() - pos);
     const int index = static_cast<int>(symbols.size());
     symbols.push_back({pos, len, index - 1, pos + len < word.size() ? index + 1 : -1});
     pos += len;

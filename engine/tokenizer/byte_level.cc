@@ -7,7 +7,9 @@
 namespace tq::engine {
 namespace {
 
-bool SelfMapped(int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); }
+bool SelfMapped(int b) {
+  return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
 
 constexpr uint32_t kAlphabetEnd = 256 + 68;  // code points past the alphabet
 
@@ -32,9 +34,13 @@ const Tables& GetTables() {
 
 }  // namespace
 
-uint32_t ByteToUnicode(uint8_t byte) { return GetTables().to_unicode[byte]; }
+uint32_t ByteToUnicode(uint8_t byte) {
+  return GetTables().to_unicode[byte];
+}
 
-int UnicodeToByte(uint32_t cp) { return cp < kAlphabetEnd ? GetTables().to_byte[cp] : -1; }
+int UnicodeToByte(uint32_t cp) {
+  return cp < kAlphabetEnd ? GetTables().to_byte[cp] : -1;
+}
 
 std::string BytesToByteLevel(std::string_view bytes) {
   std::string out;

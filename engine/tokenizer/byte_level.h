@@ -1,6 +1,7 @@
 // GPT-2's byte-to-unicode alphabet: byte-level BPE vocabularies spell every byte as one printable code point.
-// Bytes '!'..'~', 0xA1..0xAC and 0xAE..0xFF stand for themselves; the other 68 bytes (controls, space, 0x7F..0xA0,
-// 0xAD) map, in increasing order, to U+0100, U+0101, ... (so ' ' is U+0120 'Ġ' and '\n' is U+010A 'Ċ').
+// Bytes '!'..'~', 0xA1..0xAC and 0xAE..0xFF stand for themselves; the other 68 bytes (controls, space,
+// 0x7F..0xA0, 0xAD) map, in increasing order, to U+0100, U+0101, ... (so ' ' is U+0120 'Ġ' and '\n' is U+010A
+// 'Ċ').
 #pragma once
 
 #include <cstdint>

@@ -29,7 +29,9 @@ class Piece {
   size_t begin_, end_;
 };
 
-uint32_t AsciiLower(uint32_t c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
+uint32_t AsciiLower(uint32_t c) {
+  return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+}
 
 // 's 't 're 've 'm 'll 'd at pos (case-insensitive when asked): the match length, or 0.
 size_t Contraction(const Piece& p, size_t pos, bool ignore_case) {
@@ -64,9 +66,9 @@ void SplitGpt2(const Piece& p, std::vector<size_t>* cuts) {
     if (spaces > 1 && pos + spaces < p.end()) {
       pos += spaces - 1;  // \s+(?!\S): leave the last space to prefix the next word
     } else if (spaces > 0) {
-      pos += spaces;      // \s+
+      pos += spaces;  // \s+
     } else {
-      ++pos;              // no rule matches (cannot happen with the rules above); keep the code point alone
+      ++pos;  // no rule matches (cannot happen with the rules above); keep the code point alone
     }
     cuts->push_back(pos);
   }
@@ -113,9 +115,9 @@ void SplitLlama3(const Piece& p, size_t max_digits, std::vector<size_t>* cuts) {
     if (after_last_newline > 0) {
       pos = after_last_newline;  // \s*[\r\n]+
     } else if (spaces > 1 && pos + spaces < p.end()) {
-      pos += spaces - 1;         // \s+(?!\S)
+      pos += spaces - 1;  // \s+(?!\S)
     } else if (spaces > 0) {
-      pos += spaces;             // \s+
+      pos += spaces;  // \s+
     } else {
       ++pos;
     }
@@ -147,24 +149,20 @@ std::optional<PreTokenizer> PreTokenizerFromName(std::string_view name) {
   return std::nullopt;
 }
 
-std::string SupportedPreTokenizerNames() { return "gpt-2, smollm, starcoder, llama-bpe, qwen2"; }
+std::string SupportedPreTokenizerNames() {
+  return "gpt-2, smollm, starcoder, llama-bpe, qwen2";
+}
 
 std::vector<std::string> PreTokenize(PreTokenizer pre, std::string_view text) {
   const std::vector<uint32_t> cps = DecodeUtf8All(text);
   std::vector<size_t> cuts;
   switch (pre) {
-    case PreTokenizer::kGpt2:
-      SplitGpt2(Piece(cps, 0, cps.size()), &cuts);
-      break;
+    case PreTokenizer::kGpt2: SplitGpt2(Piece(cps, 0, cps.size()), &cuts); break;
     case PreTokenizer::kSmolLm:
       for (const Piece& piece : SplitDigits(cps)) SplitGpt2(piece, &cuts);
       break;
-    case PreTokenizer::kLlama3:
-      SplitLlama3(Piece(cps, 0, cps.size()), 3, &cuts);
-      break;
-    case PreTokenizer::kQwen2:
-      SplitLlama3(Piece(cps, 0, cps.size()), 1, &cuts);
-      break;
+    case PreTokenizer::kLlama3: SplitLlama3(Piece(cps, 0, cps.size()), 3, &cuts); break;
+    case PreTokenizer::kQwen2: SplitLlama3(Piece(cps, 0, cps.size()), 1, &cuts); break;
   }
   std::vector<std::string> words;
   words.reserve(cuts.size());

@@ -1,5 +1,6 @@
-// Pre-tokenizers of byte-level BPE models: split text into words before BPE merges, as the regular expressions
-// of the model's original tokenizer do. Written by hand (no regex engine), one function per rule set.
+// Pre-tokenizers of byte-level BPE models: split text into words before BPE merges, as the regular
+// expressions of the model's original tokenizer do. Written by hand (no regex engine), one function per rule
+// set.
 //   gpt2    's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 //   smollm  \p{N} (each digit a word), then gpt2 within each piece
 //   llama3  (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|

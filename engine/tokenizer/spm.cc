@@ -1,6 +1,7 @@
-// SentencePiece-style BPE (tokenizer.ggml.model "llama"): start from the UTF-8 characters of the escaped text,
-// repeatedly merge the adjacent pair whose concatenation is a vocabulary token with the highest score (ties: the
-// leftmost pair), then emit each final symbol's token, or its bytes as <0xXX> tokens when it is none.
+// SentencePiece-style BPE (tokenizer.ggml.model "llama"): start from the UTF-8 characters of the escaped
+// text, repeatedly merge the adjacent pair whose concatenation is a vocabulary token with the highest score
+// (ties: the leftmost pair), then emit each final symbol's token, or its bytes as <0xXX> tokens when it is
+// none.
 #include <algorithm>
 #include <queue>
 
@@ -33,9 +34,9 @@ struct CandidateOrder {
 }  // namespace
 
 // Merging is global (the best pair anywhere goes first), but a merged symbol is always a vocabulary token. A
-// "word start" (a U+2581 after a character other than U+2581) can only be crossed by a token that holds U+2581
-// after another character, and only where such a token occurs in the text spanning it. All other word starts
-// split the text into parts that merge independently, with the same result and much faster.
+// "word start" (a U+2581 after a character other than U+2581) can only be crossed by a token that holds
+// U+2581 after another character, and only where such a token occurs in the text spanning it. All other word
+// starts split the text into parts that merge independently, with the same result and much faster.
 void Tokenizer::EncodeSpm(std::string_view text, std::vector<TokenId>* out) const {
   if (spm_cross_word_tokens_.size() > kMaxCrossWordTokens) {
     EncodeSpmSegment(text, out);
@@ -45,11 +46,13 @@ void Tokenizer::EncodeSpm(std::string_view text, std::vector<TokenId>* out) cons
   std::vector<std::pair<size_t, size_t>> no_cut;
   for (TokenId id : spm_cross_word_tokens_) {
     const std::string& t = tokens_[static_cast<size_t>(id)];
-    for (size_t p = text.find(t); p != std::string_view::npos; p = text.find(t, p + 1)) no_cut.push_back({p, p + t.size()});
+    for (size_t p = text.find(t); p != std::string_view::npos; p = text.find(t, p + 1))
+      no_cut.push_back({p, p + t.size()});
   }
   std::sort(no_cut.begin(), no_cut.end());
   constexpr std::string_view kSpace = "\xE2\x96\x81";
-  size_t start = 0, next_range = 0, covered_until = 0;  // ranges beginning before pos cover up to covered_until
+  size_t start = 0, next_range = 0,
+         covered_until = 0;  // ranges beginning before pos cover up to covered_until
   for (size_t pos = text.find(kSpace, 1); pos != std::string_view::npos; pos = text.find(kSpace, pos + 1)) {
     if (pos >= kSpace.size() && text.substr(pos - kSpace.size(), kSpace.size()) == kSpace) continue;
     while (next_range < no_cut.size() && no_cut[next_range].first < pos) {
@@ -65,8 +68,8 @@ void Tokenizer::EncodeSpm(std::string_view text, std::vector<TokenId>* out) cons
 void Tokenizer::EncodeSpmSegment(std::string_view text, std::vector<TokenId>* out) const {
   std::vector<Symbol> symbols;
   for (size_t pos = 0; pos < text.size();) {
-    const size_t len = std::min<size_t>(static_cast<size_t>(Utf8SequenceLength(static_cast<uint8_t>(text[pos]))),
-                                        text.size() - pos);
+    const size_t len = std::min<size_t>(
+        static_cast<size_t>(Utf8SequenceLength(static_cast<uint8_t>(text[pos]))), text.size() - pos);
     const int index = static_cast<int>(symbols.size());
     symbols.push_back({pos, len, index - 1, pos + len < text.size() ? index + 1 : -1});
     pos += len;

@@ -41,8 +41,10 @@ int ParseByteToken(std::string_view text) {
   if (text.size() != 6 || !text.starts_with("<0x") || text[5] != '>') return -1;
   int value = 0;
   for (char c : text.substr(3, 2)) {
-    const int digit = (c >= '0' && c <= '9') ? c - '0' : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                      : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+    const int digit = (c >= '0' && c <= '9')   ? c - '0'
+                      : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                      : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                                               : -1;
     if (digit < 0) return -1;
     value = value * 16 + digit;
   }
@@ -115,7 +117,8 @@ Status Tokenizer::Load(const GgufFile& gguf) {
   }
 
   if (kind_ == TokenizerKind::kByteLevelBpe) {
-    TQ_ASSIGN_OR_RETURN(std::span<const std::string_view> merges, gguf.GetStringArray("tokenizer.ggml.merges"));
+    TQ_ASSIGN_OR_RETURN(std::span<const std::string_view> merges,
+                        gguf.GetStringArray("tokenizer.ggml.merges"));
     merge_ranks_.max_load_factor(0.5f);
     merge_ranks_.reserve(merges.size());
     for (size_t rank = 0; rank < merges.size(); ++rank) {
@@ -148,7 +151,8 @@ Status Tokenizer::Load(const GgufFile& gguf) {
   const bool spm = kind_ == TokenizerKind::kSentencePiece;
   const bool llama3 = pre_ == PreTokenizer::kLlama3 && !spm;
   // Without the key, BOS is added for SentencePiece and Llama 3 vocabularies that have one.
-  TQ_ASSIGN_OR_RETURN(add_bos_, gguf.GetBoolOr("tokenizer.ggml.add_bos_token", (spm || llama3) && bos_ != kNoToken));
+  TQ_ASSIGN_OR_RETURN(add_bos_,
+                      gguf.GetBoolOr("tokenizer.ggml.add_bos_token", (spm || llama3) && bos_ != kNoToken));
   TQ_ASSIGN_OR_RETURN(add_eos_, gguf.GetBoolOr("tokenizer.ggml.add_eos_token", false));
   TQ_ASSIGN_OR_RETURN(add_space_prefix_, gguf.GetBoolOr("tokenizer.ggml.add_space_prefix", spm));
   if (add_bos_ && bos_ == kNoToken) {
@@ -161,8 +165,10 @@ Status Tokenizer::Load(const GgufFile& gguf) {
   if (spm) {
     for (size_t id = 0; id < n && spm_cross_word_tokens_.size() <= kMaxCrossWordTokens; ++id) {
       const std::string& token = tokens_[id];
-      for (size_t pos = token.find(kSpmSpace, 1); pos != std::string::npos; pos = token.find(kSpmSpace, pos + 1)) {
-        if (pos < kSpmSpace.size() || token.compare(pos - kSpmSpace.size(), kSpmSpace.size(), kSpmSpace) != 0) {
+      for (size_t pos = token.find(kSpmSpace, 1); pos != std::string::npos;
+           pos = token.find(kSpmSpace, pos + 1)) {
+        if (pos < kSpmSpace.size() ||
+            token.compare(pos - kSpmSpace.size(), kSpmSpace.size(), kSpmSpace) != 0) {
           spm_cross_word_tokens_.push_back(static_cast<TokenId>(id));
           break;
         }
@@ -185,8 +191,8 @@ Status Tokenizer::Load(const GgufFile& gguf) {
   for (TokenId id : {eos_, eot, eom}) {
     if (id != kNoToken) eog_.push_back(id);
   }
-  for (std::string_view text : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                "<|eom_id|>", "<EOT>"}) {
+  for (std::string_view text :
+       {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>"}) {
     const TokenId id = TextToToken(text);
     if (id != kNoToken && types_[static_cast<size_t>(id)] == TokenType::kControl) eog_.push_back(id);
   }
@@ -240,7 +246,8 @@ void Tokenizer::EncodeText(std::string_view text, bool parse_special, std::vecto
         continue;
       }
       size_t start = 0;
-      for (size_t pos; (pos = f.text.find(needle, start)) != std::string_view::npos; start = pos + needle.size()) {
+      for (size_t pos; (pos = f.text.find(needle, start)) != std::string_view::npos;
+           start = pos + needle.size()) {
         if (pos > start) next.push_back({f.text.substr(start, pos - start), kNoToken});
         next.push_back({{}, special});
       }
@@ -271,12 +278,9 @@ std::string Tokenizer::TokenToPiece(TokenId id, bool unparse_special) const {
   if (id < 0 || id >= vocab_size()) return {};
   const std::string& text = tokens_[static_cast<size_t>(id)];
   switch (types_[static_cast<size_t>(id)]) {
-    case TokenType::kControl:
-      return unparse_special ? text : std::string();
-    case TokenType::kUserDefined:
-      return text;
-    case TokenType::kUnused:
-      return {};
+    case TokenType::kControl: return unparse_special ? text : std::string();
+    case TokenType::kUserDefined: return text;
+    case TokenType::kUnused: return {};
     case TokenType::kUnknown:
       return kind_ == TokenizerKind::kSentencePiece ? std::string("\xE2\x96\x85") : text;  // U+2585
     case TokenType::kByte:
@@ -284,8 +288,7 @@ std::string Tokenizer::TokenToPiece(TokenId id, bool unparse_special) const {
         if (const int byte = ParseByteToken(text); byte >= 0) return std::string(1, static_cast<char>(byte));
       }
       break;  // a malformed byte token prints as its text
-    case TokenType::kNormal:
-      break;
+    case TokenType::kNormal: break;
   }
   if (kind_ == TokenizerKind::kByteLevelBpe) return ByteLevelToBytes(text);
   std::string piece = text;

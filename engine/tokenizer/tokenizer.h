@@ -1,7 +1,9 @@
 // Tokenizers built from a GGUF file's tokenizer.ggml.* metadata:
-//   model "llama": SentencePiece-style BPE (merge the adjacent pair whose merged token has the highest score),
+//   model "llama": SentencePiece-style BPE (merge the adjacent pair whose merged token has the highest
+//   score),
 //                  byte fallback to <0xXX> tokens, optional leading-space prefix, ' ' escaped as U+2581.
-//   model "gpt2":  byte-level BPE (GPT-2 byte-to-unicode alphabet, merges ranked by tokenizer.ggml.merges) after
+//   model "gpt2":  byte-level BPE (GPT-2 byte-to-unicode alphabet, merges ranked by tokenizer.ggml.merges)
+//   after
 //                  a pre-tokenizer chosen by tokenizer.ggml.pre (pretokenize.h).
 // Ids match llama.cpp's on its test vectors (tests/unit/engine/tokenizer_test.cc).
 #pragma once
@@ -30,7 +32,7 @@ enum class TokenType : int32_t {
   kControl = 3,      // BOS, EOS, chat markers: text only when asked for special tokens
   kUserDefined = 4,  // always matched as a whole in input text, printed as is
   kUnused = 5,
-  kByte = 6,         // <0xXX> byte-fallback tokens
+  kByte = 6,  // <0xXX> byte-fallback tokens
 };
 
 enum class TokenizerKind { kSentencePiece, kByteLevelBpe };
@@ -78,7 +80,8 @@ class Tokenizer {
  private:
   Tokenizer() = default;
   Status Load(const GgufFile& gguf);
-  // Splits text into raw-text pieces and special tokens (user-defined ones always; control ones with parse_special).
+  // Splits text into raw-text pieces and special tokens (user-defined ones always; control ones with
+  // parse_special).
   void EncodeText(std::string_view text, bool parse_special, std::vector<TokenId>* out) const;
   void EncodeSpm(std::string_view text, std::vector<TokenId>* out) const;
   void EncodeSpmSegment(std::string_view text, std::vector<TokenId>* out) const;
@@ -99,8 +102,8 @@ class Tokenizer {
   std::vector<TokenId> eog_;
   TokenId bos_ = kNoToken, eos_ = kNoToken, unk_ = kNoToken, pad_ = kNoToken;
   bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;
-  // SentencePiece tokens that hold U+2581 after another character (see EncodeSpm); past kMaxCrossWordTokens of
-  // them, the whole text is merged at once.
+  // SentencePiece tokens that hold U+2581 after another character (see EncodeSpm); past kMaxCrossWordTokens
+  // of them, the whole text is merged at once.
   static constexpr size_t kMaxCrossWordTokens = 64;
   std::vector<TokenId> spm_cross_word_tokens_;
 };

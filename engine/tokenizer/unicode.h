@@ -1,6 +1,6 @@
 // The few Unicode facts the tokenizers need: UTF-8 decoding and encoding, and membership in the general
-// categories L (letter), N (number), P (punctuation) and the White_Space property (unicode_tables.cc, generated
-// from ICU; Unicode 15.0).
+// categories L (letter), N (number), P (punctuation) and the White_Space property (unicode_tables.cc,
+// generated from ICU; Unicode 15.0).
 #pragma once
 
 #include <cstdint>
@@ -38,7 +38,9 @@ inline bool IsWhitespace(uint32_t cp) {
   if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
   return unicode_internal::InRanges(unicode_internal::kWhitespace, cp);
 }
-inline bool IsPunctuation(uint32_t cp) { return unicode_internal::InRanges(unicode_internal::kPunctuation, cp); }
+inline bool IsPunctuation(uint32_t cp) {
+  return unicode_internal::InRanges(unicode_internal::kPunctuation, cp);
+}
 
 // Length in bytes of the UTF-8 sequence that starts with byte `lead` (1 for a stray or invalid byte).
 int Utf8SequenceLength(uint8_t lead);

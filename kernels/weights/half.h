@@ -38,7 +38,7 @@ inline uint16_t FloatToHalf(float f) {
     return static_cast<uint16_t>(sign | 0x7C00u | (abs > 0x7F800000u ? 0x200u : 0u));
   }
   if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds past 65504: inf
-  if (abs < 0x38800000u) {  // below the smallest normal half (2^-14): subnormal or zero
+  if (abs < 0x38800000u) {               // below the smallest normal half (2^-14): subnormal or zero
     if (abs < 0x33000000u) return sign;  // below half of the smallest subnormal (2^-25): zero
     const uint32_t exp = abs >> 23;
     const uint32_t mant = (abs & 0x7FFFFFu) | 0x800000u;
@@ -56,7 +56,9 @@ inline uint16_t FloatToHalf(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-inline float Bf16ToFloat(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+inline float Bf16ToFloat(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
 
 inline uint16_t FloatToBf16(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
@@ -70,6 +72,8 @@ inline uint16_t LoadU16(const uint8_t* p) {
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-inline float LoadHalf(const uint8_t* p) { return HalfToFloat(LoadU16(p)); }
+inline float LoadHalf(const uint8_t* p) {
+  return HalfToFloat(LoadU16(p));
+}
 
 }  // namespace tq::kernels

@@ -27,7 +27,8 @@ void QuantQ8_0(const float* x, uint8_t* b) {
   const float d = amax / 127.0f;
   const float id = d > 0.0f ? 1.0f / d : 0.0f;
   StoreHalf(b, d);
-  for (int j = 0; j < 32; ++j) b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(RoundClamp(x[j] * id, -127, 127)));
+  for (int j = 0; j < 32; ++j)
+    b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(RoundClamp(x[j] * id, -127, 127)));
 }
 
 // The value of largest magnitude maps to -8, so its sign is kept exactly.
@@ -132,7 +133,8 @@ void QuantQ4_K_Q5_K(const float* x, uint8_t* b, bool five_bits) {
     for (int l = 0; l < 32; ++l) {
       const uint8_t lo = levels[64 * c + l], hi = levels[64 * c + 32 + l];
       q[32 * c + l] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
-      if (five_bits) qh[l] = static_cast<uint8_t>(qh[l] | ((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
+      if (five_bits)
+        qh[l] = static_cast<uint8_t>(qh[l] | ((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
     }
   }
 }
@@ -168,8 +170,8 @@ void QuantQ6_K(const float* x, uint8_t* b) {
       const uint8_t* v = levels + 128 * h + l;  // v[0], v[32], v[64], v[96]: k = 0..3
       ql[64 * h + l] = static_cast<uint8_t>((v[0] & 0xF) | ((v[64] & 0xF) << 4));
       ql[64 * h + l + 32] = static_cast<uint8_t>((v[32] & 0xF) | ((v[96] & 0xF) << 4));
-      qh[32 * h + l] = static_cast<uint8_t>((v[0] >> 4) | ((v[32] >> 4) << 2) | ((v[64] >> 4) << 4) |
-                                            ((v[96] >> 4) << 6));
+      qh[32 * h + l] =
+          static_cast<uint8_t>((v[0] >> 4) | ((v[32] >> 4) << 2) | ((v[64] >> 4) << 4) | ((v[96] >> 4) << 6));
     }
   }
 }
@@ -182,9 +184,7 @@ void QuantizeRowRef(WeightType type, const float* src, void* dst, int64_t n) {
   assert(info.supported && n % info.block_size == 0);
   const int64_t blocks = n / info.block_size;
   switch (type) {
-    case WeightType::kF32:
-      std::memcpy(p, src, static_cast<size_t>(n) * sizeof(float));
-      return;
+    case WeightType::kF32: std::memcpy(p, src, static_cast<size_t>(n) * sizeof(float)); return;
     case WeightType::kF16:
       for (int64_t i = 0; i < n; ++i) StoreHalf(p + 2 * i, src[i]);
       return;
@@ -218,13 +218,27 @@ void QuantizeRowRef(WeightType type, const float* src, void* dst, int64_t n) {
     case WeightType::kQ6_K:
       for (int64_t i = 0; i < blocks; ++i) QuantQ6_K(src + kQkK * i, p + 210 * i);
       return;
-    case WeightType::kQ8_1: case WeightType::kQ2_K:
-    case WeightType::kQ3_K: case WeightType::kQ8_K: case WeightType::kIQ2_XXS: case WeightType::kIQ2_XS:
-    case WeightType::kIQ3_XXS: case WeightType::kIQ1_S: case WeightType::kIQ4_NL: case WeightType::kIQ3_S:
-    case WeightType::kIQ2_S: case WeightType::kIQ4_XS: case WeightType::kI8: case WeightType::kI16:
-    case WeightType::kI32: case WeightType::kI64: case WeightType::kF64: case WeightType::kIQ1_M:
-    case WeightType::kTQ1_0: case WeightType::kTQ2_0: case WeightType::kMXFP4:
-      break;
+    case WeightType::kQ8_1:
+    case WeightType::kQ2_K:
+    case WeightType::kQ3_K:
+    case WeightType::kQ8_K:
+    case WeightType::kIQ2_XXS:
+    case WeightType::kIQ2_XS:
+    case WeightType::kIQ3_XXS:
+    case WeightType::kIQ1_S:
+    case WeightType::kIQ4_NL:
+    case WeightType::kIQ3_S:
+    case WeightType::kIQ2_S:
+    case WeightType::kIQ4_XS:
+    case WeightType::kI8:
+    case WeightType::kI16:
+    case WeightType::kI32:
+    case WeightType::kI64:
+    case WeightType::kF64:
+    case WeightType::kIQ1_M:
+    case WeightType::kTQ1_0:
+    case WeightType::kTQ2_0:
+    case WeightType::kMXFP4: break;
   }
   assert(false && "QuantizeRowRef on an unsupported type");
 }

@@ -35,8 +35,8 @@ void DequantQ4_1(const uint8_t* b, float* y) {
   }
 }
 
-// Q5_0 (x = d*(q-16)) and Q5_1 (x = d*q + m): the low 4 bits as Q4_0/Q4_1, the fifth bit of element j is bit j
-// of the little-endian u32 qh.
+// Q5_0 (x = d*(q-16)) and Q5_1 (x = d*q + m): the low 4 bits as Q4_0/Q4_1, the fifth bit of element j is bit
+// j of the little-endian u32 qh.
 void DequantQ5(const uint8_t* b, float* y, bool with_min) {
   const float d = LoadHalf(b);
   const float m = with_min ? LoadHalf(b + 2) : 0.0f;
@@ -81,7 +81,8 @@ void DequantQ4_K_Q5_K(const uint8_t* b, float* y, bool five_bits) {
 }
 
 // Q6_K: element e = 128h + 32k + l (h 0..1, k 0..3, l 0..31) has sub-block e/16; its low 4 bits are the low
-// (k even) or high (k odd) nibble of ql[64h + l + 32*(k&1)], its high 2 bits are bits 2k..2k+1 of qh[32h + l].
+// (k even) or high (k odd) nibble of ql[64h + l + 32*(k&1)], its high 2 bits are bits 2k..2k+1 of qh[32h +
+// l].
 void DequantQ6_K(const uint8_t* b, float* y) {
   const uint8_t* ql = b;
   const uint8_t* qh = b + 128;
@@ -108,9 +109,7 @@ void DequantizeRowRef(WeightType type, const void* src, float* dst, int64_t n) {
   assert(info.supported && n % info.block_size == 0);
   const int64_t blocks = n / info.block_size;
   switch (type) {
-    case WeightType::kF32:
-      std::memcpy(dst, p, static_cast<size_t>(n) * sizeof(float));
-      return;
+    case WeightType::kF32: std::memcpy(dst, p, static_cast<size_t>(n) * sizeof(float)); return;
     case WeightType::kF16:
       for (int64_t i = 0; i < n; ++i) dst[i] = LoadHalf(p + 2 * i);
       return;
@@ -141,13 +140,27 @@ void DequantizeRowRef(WeightType type, const void* src, float* dst, int64_t n) {
     case WeightType::kQ6_K:
       for (int64_t i = 0; i < blocks; ++i) DequantQ6_K(p + 210 * i, dst + kQkK * i);
       return;
-    case WeightType::kQ8_1: case WeightType::kQ2_K:
-    case WeightType::kQ3_K: case WeightType::kQ8_K: case WeightType::kIQ2_XXS: case WeightType::kIQ2_XS:
-    case WeightType::kIQ3_XXS: case WeightType::kIQ1_S: case WeightType::kIQ4_NL: case WeightType::kIQ3_S:
-    case WeightType::kIQ2_S: case WeightType::kIQ4_XS: case WeightType::kI8: case WeightType::kI16:
-    case WeightType::kI32: case WeightType::kI64: case WeightType::kF64: case WeightType::kIQ1_M:
-    case WeightType::kTQ1_0: case WeightType::kTQ2_0: case WeightType::kMXFP4:
-      break;
+    case WeightType::kQ8_1:
+    case WeightType::kQ2_K:
+    case WeightType::kQ3_K:
+    case WeightType::kQ8_K:
+    case WeightType::kIQ2_XXS:
+    case WeightType::kIQ2_XS:
+    case WeightType::kIQ3_XXS:
+    case WeightType::kIQ1_S:
+    case WeightType::kIQ4_NL:
+    case WeightType::kIQ3_S:
+    case WeightType::kIQ2_S:
+    case WeightType::kIQ4_XS:
+    case WeightType::kI8:
+    case WeightType::kI16:
+    case WeightType::kI32:
+    case WeightType::kI64:
+    case WeightType::kF64:
+    case WeightType::kIQ1_M:
+    case WeightType::kTQ1_0:
+    case WeightType::kTQ2_0:
+    case WeightType::kMXFP4: break;
   }
   assert(false && "DequantizeRowRef on an unsupported type (callers check CheckWeightTypeSupported)");
 }

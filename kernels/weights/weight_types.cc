@@ -46,7 +46,9 @@ constexpr std::array<WeightTypeInfo, 32> kWeightTypes = {{
 
 }  // namespace
 
-std::span<const WeightTypeInfo> AllWeightTypes() { return kWeightTypes; }
+std::span<const WeightTypeInfo> AllWeightTypes() {
+  return kWeightTypes;
+}
 
 const WeightTypeInfo* FindWeightType(uint32_t id) {
   for (const WeightTypeInfo& info : kWeightTypes) {
@@ -74,9 +76,10 @@ StatusOr<uint64_t> WeightBytes(WeightType type, int64_t n) {
 Status CheckWeightTypeSupported(WeightType type, std::string_view tensor_name) {
   const WeightTypeInfo& info = GetWeightTypeInfo(type);
   if (info.supported) return Status::Ok();
-  return UnimplementedError("tensor '" + std::string(tensor_name) + "' has type " + std::string(info.name) +
-                            ", which tqserve does not support (supported: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 "
-                            "Q4_K Q5_K Q6_K)");
+  return UnimplementedError(
+      "tensor '" + std::string(tensor_name) + "' has type " + std::string(info.name) +
+      ", which tqserve does not support (supported: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 "
+      "Q4_K Q5_K Q6_K)");
 }
 
 }  // namespace tq::kernels

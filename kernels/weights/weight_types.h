@@ -69,7 +69,9 @@ const WeightTypeInfo* FindWeightType(uint32_t id);
 // The row of a known type (every enumerator has one).
 const WeightTypeInfo& GetWeightTypeInfo(WeightType type);
 
-inline std::string_view WeightTypeName(WeightType type) { return GetWeightTypeInfo(type).name; }
+inline std::string_view WeightTypeName(WeightType type) {
+  return GetWeightTypeInfo(type).name;
+}
 
 // Bytes of `n` consecutive elements; InvalidArgument when n is negative or not a multiple of the block size.
 StatusOr<uint64_t> WeightBytes(WeightType type, int64_t n);

@@ -1,5 +1,6 @@
-// `tqserve inspect --model M [--json] [--metadata]`: what a GGUF file holds: architecture, hyperparameters, tensor
-// types and bytes, tokenizer, chat template. A file that does not parse exits 1 with the Status message.
+// `tqserve inspect --model M [--json] [--metadata]`: what a GGUF file holds: architecture, hyperparameters,
+// tensor types and bytes, tokenizer, chat template. A file that does not parse exits 1 with the Status
+// message.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -49,22 +50,39 @@ nlohmann::json ToJson(const engine::ModelInfo& m, const engine::GgufFile& g, boo
   j["architecture"] = m.architecture;
   j["name"] = m.name;
   j["file_type"] = m.file_type;
-  j["hparams"] = {{"layers", OptJson(m.layers)},          {"embedding", OptJson(m.embedding)},
-                  {"feed_forward", OptJson(m.feed_forward)}, {"heads", OptJson(m.heads)},
-                  {"kv_heads", OptJson(m.kv_heads)},       {"head_dim", OptJson(m.head_dim)},
-                  {"context", OptJson(m.context)},         {"vocab", OptJson(m.vocab)},
-                  {"rms_eps", OptJson(m.rms_eps)},         {"sliding_window", OptJson(m.sliding_window)},
-                  {"rope", {{"dims", OptJson(m.rope_dims)}, {"freq_base", OptJson(m.rope_freq_base)},
-                            {"scaling", m.rope_scaling}, {"scale", OptJson(m.rope_scale)}}}};
+  j["hparams"] = {{"layers", OptJson(m.layers)},
+                  {"embedding", OptJson(m.embedding)},
+                  {"feed_forward", OptJson(m.feed_forward)},
+                  {"heads", OptJson(m.heads)},
+                  {"kv_heads", OptJson(m.kv_heads)},
+                  {"head_dim", OptJson(m.head_dim)},
+                  {"context", OptJson(m.context)},
+                  {"vocab", OptJson(m.vocab)},
+                  {"rms_eps", OptJson(m.rms_eps)},
+                  {"sliding_window", OptJson(m.sliding_window)},
+                  {"rope",
+                   {{"dims", OptJson(m.rope_dims)},
+                    {"freq_base", OptJson(m.rope_freq_base)},
+                    {"scaling", m.rope_scaling},
+                    {"scale", OptJson(m.rope_scale)}}}};
   nlohmann::json types = nlohmann::json::object();
   for (const auto& [name, s] : m.tensor_types) {
     types[name] = {{"count", s.count}, {"bytes", s.bytes}, {"supported", s.supported}};
   }
-  j["tensors"] = {{"count", m.tensor_count}, {"bytes", m.tensor_bytes}, {"parameters", m.parameters},
-                  {"by_type", types}, {"unsupported", m.unsupported_tensors}};
-  j["tokenizer"] = {{"model", m.tokenizer_model}, {"pre", m.tokenizer_pre},     {"tokens", m.tokenizer_tokens},
-                    {"merges", m.tokenizer_merges}, {"bos", m.bos},             {"bos_text", m.bos_text},
-                    {"eos", m.eos},                 {"eos_text", m.eos_text},   {"add_bos", m.add_bos},
+  j["tensors"] = {{"count", m.tensor_count},
+                  {"bytes", m.tensor_bytes},
+                  {"parameters", m.parameters},
+                  {"by_type", types},
+                  {"unsupported", m.unsupported_tensors}};
+  j["tokenizer"] = {{"model", m.tokenizer_model},
+                    {"pre", m.tokenizer_pre},
+                    {"tokens", m.tokenizer_tokens},
+                    {"merges", m.tokenizer_merges},
+                    {"bos", m.bos},
+                    {"bos_text", m.bos_text},
+                    {"eos", m.eos},
+                    {"eos_text", m.eos_text},
+                    {"add_bos", m.add_bos},
                     {"error", m.tokenizer_error}};
   j["chat_template"] = {{"present", m.has_chat_template}, {"bytes", m.chat_template_bytes}};
   if (metadata) {
@@ -79,15 +97,16 @@ void PrintText(const engine::ModelInfo& m, const engine::GgufFile& g, bool metad
   std::printf("file          %s (%s, GGUF v%u, alignment %u, %zu metadata keys)\n", m.path.c_str(),
               Mib(m.file_bytes).c_str(), m.gguf_version, m.alignment, m.metadata_count);
   std::printf("architecture  %s%s%s%s\n", m.architecture.empty() ? "-" : m.architecture.c_str(),
-              m.name.empty() ? "" : ("  \"" + m.name + "\"").c_str(), m.file_type.empty() ? "" : "  file type ",
-              m.file_type.c_str());
+              m.name.empty() ? "" : ("  \"" + m.name + "\"").c_str(),
+              m.file_type.empty() ? "" : "  file type ", m.file_type.c_str());
   std::printf("layers %s  embedding %s  ffn %s  heads %s  kv_heads %s  head_dim %s\n", Opt(m.layers).c_str(),
-              Opt(m.embedding).c_str(), Opt(m.feed_forward).c_str(), Opt(m.heads).c_str(), Opt(m.kv_heads).c_str(),
-              Opt(m.head_dim).c_str());
+              Opt(m.embedding).c_str(), Opt(m.feed_forward).c_str(), Opt(m.heads).c_str(),
+              Opt(m.kv_heads).c_str(), Opt(m.head_dim).c_str());
   std::printf("context %s  vocab %s  rms_eps %s  rope dims %s  freq_base %s  scaling %s%s%s\n",
               Opt(m.context).c_str(), Opt(m.vocab).c_str(), Opt(m.rms_eps).c_str(), Opt(m.rope_dims).c_str(),
               Opt(m.rope_freq_base).c_str(), m.rope_scaling.empty() ? "none" : m.rope_scaling.c_str(),
-              m.sliding_window ? "  sliding_window " : "", m.sliding_window ? Opt(m.sliding_window).c_str() : "");
+              m.sliding_window ? "  sliding_window " : "",
+              m.sliding_window ? Opt(m.sliding_window).c_str() : "");
   std::printf("tensors       %lld, %s, %.1fM parameters\n", static_cast<long long>(m.tensor_count),
               Mib(m.tensor_bytes).c_str(), static_cast<double>(m.parameters) / 1e6);
   for (const auto& [name, s] : m.tensor_types) {
@@ -99,8 +118,8 @@ void PrintText(const engine::ModelInfo& m, const engine::GgufFile& g, bool metad
     std::printf("tokenizer     none\n");
   } else {
     std::printf("tokenizer     %s, pre-tokenizer %s, %lld tokens, %lld merges\n", m.tokenizer_model.c_str(),
-                m.tokenizer_pre.empty() ? "-" : m.tokenizer_pre.c_str(), static_cast<long long>(m.tokenizer_tokens),
-                static_cast<long long>(m.tokenizer_merges));
+                m.tokenizer_pre.empty() ? "-" : m.tokenizer_pre.c_str(),
+                static_cast<long long>(m.tokenizer_tokens), static_cast<long long>(m.tokenizer_merges));
     if (!m.tokenizer_error.empty()) {
       std::printf("              does not load: %s\n", m.tokenizer_error.c_str());
     } else {
@@ -109,7 +128,8 @@ void PrintText(const engine::ModelInfo& m, const engine::GgufFile& g, bool metad
     }
   }
   if (m.has_chat_template) {
-    std::printf("chat template present (%llu bytes)\n", static_cast<unsigned long long>(m.chat_template_bytes));
+    std::printf("chat template present (%llu bytes)\n",
+                static_cast<unsigned long long>(m.chat_template_bytes));
   } else {
     std::printf("chat template none\n");
   }

@@ -1,6 +1,6 @@
-// libFuzzer target: GgufFile::Parse on arbitrary bytes, then every getter on every key, a read of every tensor's
-// first and last byte, the tokenizer built from the metadata (encoding and decoding a fixed text) and the model
-// summary of `tqserve inspect`. Any crash, sanitizer report or hang is a bug.
+// libFuzzer target: GgufFile::Parse on arbitrary bytes, then every getter on every key, a read of every
+// tensor's first and last byte, the tokenizer built from the metadata (encoding and decoding a fixed text)
+// and the model summary of `tqserve inspect`. Any crash, sanitizer report or hang is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -25,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto tok = tq::engine::Tokenizer::FromGguf(f);
   if (tok.ok()) {
-    const std::vector<tq::engine::TokenId> ids = (*tok)->Encode("Hello world 123 <s>\n\xC3\xA9", {.parse_special = true});
+    const std::vector<tq::engine::TokenId> ids =
+        (*tok)->Encode("Hello world 123 <s>\n\xC3\xA9", {.parse_special = true});
     for (tq::engine::TokenId id : ids) {
       if (id < 0 || id >= (*tok)->vocab_size()) __builtin_trap();
     }

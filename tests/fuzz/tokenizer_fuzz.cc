@@ -1,7 +1,7 @@
 // libFuzzer target: both tokenizer kinds (the GPT-2 byte-level BPE and LLaMA SentencePiece vocabularies of
-// ../shared/data/tokenizer; run from the repository root) on arbitrary text. Checks: ids in range, and for valid
-// UTF-8 input encoded without special-token parsing, Decode(Encode(text)) == text (for SentencePiece, unless the
-// text holds U+2581, its space mark). Any failure aborts.
+// ../shared/data/tokenizer; run from the repository root) on arbitrary text. Checks: ids in range, and for
+// valid UTF-8 input encoded without special-token parsing, Decode(Encode(text)) == text (for SentencePiece,
+// unless the text holds U+2581, its space mark). Any failure aborts.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -66,7 +66,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const Loaded& l : *g_tokenizers) {
     const tq::engine::Tokenizer& t = *l.tokenizer;
     for (bool parse_special : {false, true}) {
-      const std::vector<tq::engine::TokenId> ids = t.Encode(text, {.add_special = true, .parse_special = parse_special});
+      const std::vector<tq::engine::TokenId> ids =
+          t.Encode(text, {.add_special = true, .parse_special = parse_special});
       for (tq::engine::TokenId id : ids) {
         if (id < 0 || id >= t.vocab_size()) std::abort();
       }
@@ -75,7 +76,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const bool spm_space = t.kind() == tq::engine::TokenizerKind::kSentencePiece &&
                              text.find("\xE2\x96\x81") != std::string_view::npos;
       if (valid && !parse_special && !spm_space && back != text) {
-        std::fprintf(stderr, "round trip differs for the %s tokenizer\n", std::string(t.model_name()).c_str());
+        std::fprintf(stderr, "round trip differs for the %s tokenizer\n",
+                     std::string(t.model_name()).c_str());
         std::abort();
       }
     }

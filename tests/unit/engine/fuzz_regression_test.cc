@@ -26,7 +26,8 @@ TEST(FuzzRegressionTest, GgufInputs) {
     if (!file.ok()) continue;
     auto tok = Tokenizer::FromGguf(**file);
     if (tok.ok()) {
-      const std::vector<TokenId> ids = (*tok)->Encode("Hello world 123 <s>\n\xC3\xA9", {.parse_special = true});
+      const std::vector<TokenId> ids =
+          (*tok)->Encode("Hello world 123 <s>\n\xC3\xA9", {.parse_special = true});
       for (TokenId id : ids) {
         EXPECT_GE(id, 0) << entry.path();
         EXPECT_LT(id, (*tok)->vocab_size()) << entry.path();

@@ -1,6 +1,6 @@
 // GGUF reader: the real stories260K file, hand-built files of every value type, and corruption of all kinds
-// (truncation at many offsets, flipped bytes, bogus counts, lengths, types and offsets): always a Status, never
-// a crash.
+// (truncation at many offsets, flipped bytes, bogus counts, lengths, types and offsets): always a Status,
+// never a crash.
 #include "engine/model/gguf.h"
 
 #include <gtest/gtest.h>
@@ -88,7 +88,10 @@ TEST(GgufTest, EveryValueTypeRoundTrips) {
   GgufBuilder b;
   b.AddU8("a.u8", 200).AddI8("a.i8", -100).AddU16("a.u16", 60000).AddI16("a.i16", -30000);
   b.AddU32("a.u32", 4000000000u).AddI32("a.i32", -2000000000).AddF32("a.f32", 1.5f).AddBool("a.bool", true);
-  b.AddString("a.str", "hello").AddU64("a.u64", 1ull << 40).AddI64("a.i64", -(1ll << 40)).AddF64("a.f64", 0.25);
+  b.AddString("a.str", "hello")
+      .AddU64("a.u64", 1ull << 40)
+      .AddI64("a.i64", -(1ll << 40))
+      .AddF64("a.f64", 0.25);
   b.AddStringArray("a.strs", {"x", "", "yz"});
   b.AddF32Array("a.f32s", {1.0f, -2.0f});
   b.AddI32Array("a.i32s", {3, -4, 5});

@@ -8,9 +8,13 @@
 
 namespace tq::engine::testing {
 
-inline std::string SharedPath(const std::string& relative) { return "../shared/" + relative; }
+inline std::string SharedPath(const std::string& relative) {
+  return "../shared/" + relative;
+}
 
-inline std::string Stories260KPath() { return SharedPath("models/stories260K.gguf"); }
+inline std::string Stories260KPath() {
+  return SharedPath("models/stories260K.gguf");
+}
 
 // The default model, fetched by scripts/fetch-model.sh.
 inline std::string SmolLm2Path() {
@@ -24,14 +28,16 @@ inline std::string Gemma3Path() {
   return std::string(home != nullptr ? home : "") + "/.cache/tqserve/models/gemma-3-270m-q4_k_m.gguf";
 }
 
-inline bool Exists(const std::string& path) { return std::filesystem::exists(path); }
+inline bool Exists(const std::string& path) {
+  return std::filesystem::exists(path);
+}
 
 }  // namespace tq::engine::testing
 
 #define TQ_SKIP_IF_MISSING(path)                                                                          \
-  do {                                                                                                     \
-    if (!::tq::engine::testing::Exists(path)) {                                                            \
-      GTEST_SKIP() << "test data " << (path) << " is absent (../shared is on developer machines and CI; "  \
-                   << "the default model comes from scripts/fetch-model.sh)";                              \
-    }                                                                                                      \
+  do {                                                                                                    \
+    if (!::tq::engine::testing::Exists(path)) {                                                           \
+      GTEST_SKIP() << "test data " << (path) << " is absent (../shared is on developer machines and CI; " \
+                   << "the default model comes from scripts/fetch-model.sh)";                             \
+    }                                                                                                     \
   } while (0)

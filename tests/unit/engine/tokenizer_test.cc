@@ -1,6 +1,6 @@
 // Tokenizers against llama.cpp's test vectors (../shared/data/tokenizer: .inp strings separated by lines
-// "__ggml_vocab_test__", .out expected ids one line per string, encoded without BOS and without parsing special
-// tokens), plus the stories260K and SmolLM2 vocabularies.
+// "__ggml_vocab_test__", .out expected ids one line per string, encoded without BOS and without parsing
+// special tokens), plus the stories260K and SmolLM2 vocabularies.
 #include "engine/tokenizer/tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -76,9 +76,13 @@ void CheckVectors(const std::string& vocab, bool round_trip_exact) {
   EXPECT_EQ(failures, 0) << "of " << cases.size();
 }
 
-TEST(TokenizerTest, LlamaSpmVectors) { CheckVectors(testing::SharedPath("data/tokenizer/ggml-vocab-llama-spm.gguf"), true); }
+TEST(TokenizerTest, LlamaSpmVectors) {
+  CheckVectors(testing::SharedPath("data/tokenizer/ggml-vocab-llama-spm.gguf"), true);
+}
 
-TEST(TokenizerTest, Gpt2Vectors) { CheckVectors(testing::SharedPath("data/tokenizer/ggml-vocab-gpt-2.gguf"), true); }
+TEST(TokenizerTest, Gpt2Vectors) {
+  CheckVectors(testing::SharedPath("data/tokenizer/ggml-vocab-gpt-2.gguf"), true);
+}
 
 TEST(TokenizerTest, SpmSpecialsAndBytes) {
   const std::string vocab = testing::SharedPath("data/tokenizer/ggml-vocab-llama-spm.gguf");
@@ -119,7 +123,8 @@ TEST(TokenizerTest, Stories260K) {
   EXPECT_EQ(t.vocab_size(), 512);
   EXPECT_EQ(t.bos(), 1);
   EXPECT_EQ(t.eos(), 2);
-  const std::string text = "Once upon a time, there was a little girl named Lily. \xC3\xA9t\xC3\xA9 \xE4\xB8\xAD!";
+  const std::string text =
+      "Once upon a time, there was a little girl named Lily. \xC3\xA9t\xC3\xA9 \xE4\xB8\xAD!";
   std::vector<TokenId> ids = t.Encode(text);
   ASSERT_FALSE(ids.empty());
   EXPECT_EQ(ids[0], 1);
@@ -148,11 +153,13 @@ TEST(TokenizerTest, SmolLm2) {
   // smollm splits digits one by one.
   std::vector<TokenId> digits = t.Encode("12345", {});
   EXPECT_EQ(digits.size(), 5u);
-  const std::string text = "Hello, y'all! How are you \xF0\x9F\x98\x81 ?\xE6\x88\x91\xE6\x83\xB3 1314151  x\n\n";
+  const std::string text =
+      "Hello, y'all! How are you \xF0\x9F\x98\x81 ?\xE6\x88\x91\xE6\x83\xB3 1314151  x\n\n";
   EXPECT_EQ(t.Decode(t.Encode(text)), text);
 }
 
-// SmolLM2's ids for llama.cpp's test strings, from Hugging Face tokenizers (testdata/make_tokenizer_golden.py).
+// SmolLM2's ids for llama.cpp's test strings, from Hugging Face tokenizers
+// (testdata/make_tokenizer_golden.py).
 TEST(TokenizerTest, SmolLm2MatchesHfTokenizers) {
   const std::string inp = testing::SharedPath("data/tokenizer/ggml-vocab-gpt-2.gguf");
   TQ_SKIP_IF_MISSING(inp);
@@ -215,8 +222,9 @@ TEST(TokenizerTest, WikiTextMatchesReferenceTokenizers) {
   }
 }
 
-// Gemma 3: SentencePiece without a space prefix, with user-defined whitespace tokens ("\n\n", "  ") split out of
-// the raw text first; ids of llama.cpp's test strings from the sentencepiece package (testdata/spm_reference.py).
+// Gemma 3: SentencePiece without a space prefix, with user-defined whitespace tokens ("\n\n", "  ") split out
+// of the raw text first; ids of llama.cpp's test strings from the sentencepiece package
+// (testdata/spm_reference.py).
 TEST(TokenizerTest, Gemma3MatchesSentencePiece) {
   const std::string inp = testing::SharedPath("data/tokenizer/ggml-vocab-gpt-2.gguf");
   TQ_SKIP_IF_MISSING(inp);
@@ -249,7 +257,8 @@ TEST(PreTokenizerTest, Llama3AndQwen2MatchRegex) {
     for (const Case& c : cases) {
       ASSERT_TRUE(std::getline(lines, line));
       std::string lengths;
-      for (const std::string& w : PreTokenize(pre, c.text)) lengths += (lengths.empty() ? "" : " ") + std::to_string(w.size());
+      for (const std::string& w : PreTokenize(pre, c.text))
+        lengths += (lengths.empty() ? "" : " ") + std::to_string(w.size());
       EXPECT_EQ(lengths, line) << file << " text: '" << c.text << "'";
     }
   }

@@ -4,8 +4,8 @@
 
 #include <cmath>
 #include <filesystem>
-#include <memory>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
 
@@ -48,7 +48,7 @@ TEST(WeightTypesTest, HalfConversions) {
   }
   EXPECT_EQ(HalfToFloat(0x3C00), 1.0f);
   EXPECT_EQ(HalfToFloat(0x0001), std::ldexp(1.0f, -24));
-  EXPECT_EQ(FloatToHalf(65520.0f), 0x7C00);  // rounds to inf
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7C00);                      // rounds to inf
   EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3C00);  // halfway: ties to even
   EXPECT_EQ(Bf16ToFloat(FloatToBf16(1.5f)), 1.5f);
   EXPECT_EQ(FloatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3F80);  // ties to even
@@ -103,7 +103,8 @@ TEST(WeightRefTest, DequantizeMatchesGolden) {
     std::vector<float> ones(static_cast<size_t>(n), 1.0f);
     double sum = 0;
     for (float v : g.values) sum += v;
-    EXPECT_NEAR(DotRowRef(info->type, g.bytes.data(), ones.data(), n), sum, 1e-4 * (1 + std::fabs(sum))) << g.name;
+    EXPECT_NEAR(DotRowRef(info->type, g.bytes.data(), ones.data(), n), sum, 1e-4 * (1 + std::fabs(sum)))
+        << g.name;
   }
 }
 
@@ -114,7 +115,10 @@ TEST(WeightRefTest, QuantizeRoundTrip) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(kN);
   for (float& v : x) v = normal(rng);
-  const struct { WeightType type; double max_nmse; } cases[] = {
+  const struct {
+    WeightType type;
+    double max_nmse;
+  } cases[] = {
       {WeightType::kF32, 0.0},    {WeightType::kF16, 1e-6},   {WeightType::kBF16, 1e-4},
       {WeightType::kQ8_0, 1e-4},  {WeightType::kQ4_0, 0.02},  {WeightType::kQ4_1, 0.02},
       {WeightType::kQ4_K, 0.02},  {WeightType::kQ5_K, 0.006}, {WeightType::kQ6_K, 0.0015},
@@ -142,13 +146,14 @@ TEST(WeightRefTest, QuantizeRoundTrip) {
     // The dot product matches the dequantized vector's.
     double dot = 0;
     for (int64_t k = 0; k < kN; ++k) dot += static_cast<double>(y[k]) * x[k];
-    EXPECT_NEAR(DotRowRef(c.type, q.data(), x.data(), kN), dot, 1e-3 * std::sqrt(norm)) << WeightTypeName(c.type);
+    EXPECT_NEAR(DotRowRef(c.type, q.data(), x.data(), kN), dot, 1e-3 * std::sqrt(norm))
+        << WeightTypeName(c.type);
   }
 }
 
 // Whole tensors of the real models (when present in ~/.cache/tqserve/models) against sums of the same tensors
-// dequantized by gguf-py (testdata/real_tensor_sums.txt): Q4_1 and Q8_0 from SmolLM2, Q4_K, Q6_K, Q5_0 and Q8_0
-// from Gemma 3 270M Q4_K_M.
+// dequantized by gguf-py (testdata/real_tensor_sums.txt): Q4_1 and Q8_0 from SmolLM2, Q4_K, Q6_K, Q5_0 and
+// Q8_0 from Gemma 3 270M Q4_K_M.
 TEST(WeightRefTest, RealTensorsMatchGgufPy) {
   std::ifstream in("tests/unit/engine/testdata/real_tensor_sums.txt");
   ASSERT_TRUE(in) << "run from the repository root";
