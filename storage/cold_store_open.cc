@@ -1,0 +1,203 @@
+// ColdStore start-up: files, queue, staging buffers, and the index rebuilt from the page headers.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <unordered_set>
+
+#include <spdlog/spdlog.h>
+
+#include "storage/cold_store.h"
+#include "storage/page_format.h"
+
+namespace tq::storage {
+namespace {
+
+constexpr uint64_t kMaxLoggedDrops = 16;  // corrupt pages logged one by one at start-up; the rest are counted
+
+std::string ColdFilePath(const std::string& dir, uint32_t index) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "cold-%04u.tqc", index);
+  return (std::filesystem::path(dir) / name).string();
+}
+
+Status WriteFileHeader(int fd, uint32_t slot_bytes, uint32_t index, const std::string& path) {
+  AlignedBuffer buf(kFileHeaderBytes);
+  EncodeFileHeader(slot_bytes, index, {buf.data(), buf.size()});
+  ssize_t n = ::pwrite(fd, buf.data(), kFileHeaderBytes, 0);
+  if (n < 0) return ErrnoToStatus(errno, "write header of " + path);
+  if (n != kFileHeaderBytes) return ResourceExhaustedError("short write of the header of " + path);
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ColdStore>> ColdStore::Open(const ColdStoreOptions& options,
+                                                     std::unique_ptr<IoQueue> queue) {
+  std::unique_ptr<ColdStore> store(new ColdStore(options));
+  TQ_RETURN_IF_ERROR_CTX(store->Init(std::move(queue)), "cold tier in " + options.cold_dir);
+  return store;
+}
+
+ColdStore::~ColdStore() {
+  while (broken_.ok() && free_ops_.size() < ops_.size()) {
+    if (!Pump().ok()) break;
+  }
+  queue_.reset();  // before staging_: requests still in the kernel point into it
+  if (Status s = Sync(); !s.ok()) spdlog::warn("cold tier: {}", s.ToString());
+  for (File& f : files_) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
+}
+
+Status ColdStore::Init(std::unique_ptr<IoQueue> queue) {
+  const ColdStoreOptions& o = options_;
+  if (o.cold_dir.empty()) return InvalidArgumentError("cold_dir is empty");
+  if (o.max_page_bytes == 0) return InvalidArgumentError("max_page_bytes must be > 0");
+  slot_bytes_ = PageIoBytes(o.max_page_bytes);
+  if (o.file_bytes < kFileHeaderBytes + uint64_t{slot_bytes_}) {
+    return InvalidArgumentError("file_bytes " + std::to_string(o.file_bytes) + " holds no slot of " +
+                                std::to_string(slot_bytes_) + " bytes");
+  }
+  slots_per_file_ = (o.file_bytes - kFileHeaderBytes) / slot_bytes_;
+  total_slots_ = o.capacity_bytes / slot_bytes_;
+  if (total_slots_ == 0) {
+    return InvalidArgumentError("capacity_bytes " + std::to_string(o.capacity_bytes) + " is less than one slot (" +
+                                std::to_string(slot_bytes_) + " bytes)");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(o.cold_dir, ec);
+  if (ec) return IoError("create " + o.cold_dir + ": " + ec.message());
+  TQ_RETURN_IF_ERROR(OpenFiles());
+
+  if (queue == nullptr) {
+    TQ_ASSIGN_OR_RETURN(queue, MakeIoQueue(o.io));
+  }
+  queue_ = std::move(queue);
+  std::vector<int> fds;
+  for (const File& f : files_) fds.push_back(f.fd);
+  TQ_RETURN_IF_ERROR(queue_->RegisterFiles(fds));
+
+  const uint32_t depth = queue_->depth();
+  staging_ = AlignedBuffer(uint64_t{depth} * slot_bytes_);
+  ops_.assign(depth, Op{});
+  for (uint32_t i = depth; i > 0; --i) free_ops_.push_back(i - 1);
+  iovec region{staging_.data(), staging_.size()};
+  TQ_RETURN_IF_ERROR(queue_->RegisterBuffers({&region, 1}));
+
+  stats_.SetCapacity(o.capacity_bytes);
+  TQ_RETURN_IF_ERROR(Scan());
+  UpdateUsage();
+  spdlog::info("cold tier: {} pages in {} files under {} ({} dropped as corrupt), backend {}, {} I/O, depth {}",
+               report_.pages_found, report_.files, o.cold_dir, report_.pages_dropped, queue_->name(),
+               direct_ ? "O_DIRECT" : "buffered", depth);
+  return Status::Ok();
+}
+
+Status ColdStore::OpenFiles() {
+  const auto count = static_cast<uint32_t>((total_slots_ + slots_per_file_ - 1) / slots_per_file_);
+  for (uint32_t i = 0; i < count; ++i) {
+    const std::string path = ColdFilePath(options_.cold_dir, i);
+    TQ_ASSIGN_OR_RETURN(IoFile io, OpenIoFile(path, /*create=*/true, options_.direct_io));
+    files_.push_back(File{io.fd, 0});
+    direct_ = direct_ && io.direct;
+    struct stat st {};
+    if (::fstat(io.fd, &st) != 0) return ErrnoToStatus(errno, "stat " + path);
+    bool fresh = st.st_size < static_cast<off_t>(kFileHeaderBytes);
+    if (!fresh) {
+      AlignedBuffer buf(kFileHeaderBytes);
+      ssize_t n = ::pread(io.fd, buf.data(), kFileHeaderBytes, 0);
+      if (n != static_cast<ssize_t>(kFileHeaderBytes)) {
+        return n < 0 ? ErrnoToStatus(errno, "read header of " + path) : DataLossError("short header in " + path);
+      }
+      StatusOr<FileHeader> h = DecodeFileHeader({buf.data(), buf.size()});
+      if (h.ok() && h->slot_bytes != slot_bytes_) {
+        return FailedPreconditionError(path + " has slots of " + std::to_string(h->slot_bytes) +
+                                       " bytes but this configuration uses " + std::to_string(slot_bytes_) +
+                                       " (max_page_bytes " + std::to_string(options_.max_page_bytes) +
+                                       "); use another cold_dir or delete its files");
+      }
+      if (!h.ok() || h->file_index != i) {
+        spdlog::error("cold tier: {} has a damaged header ({}); dropping the whole file", path,
+                      h.ok() ? "wrong file index" : h.status().ToString());
+        stats_.RecordError(TierError::kDroppedAtOpen);
+        if (::ftruncate(io.fd, 0) != 0) return ErrnoToStatus(errno, "truncate " + path);
+        fresh = true;
+      }
+    }
+    if (fresh) {
+      TQ_RETURN_IF_ERROR(WriteFileHeader(io.fd, slot_bytes_, i, path));
+      continue;
+    }
+    // A file grown by writes alone ends with a partly written slot: it counts, and Scan reads what exists.
+    uint64_t body = static_cast<uint64_t>(st.st_size) - kFileHeaderBytes;
+    files_.back().allocated_slots = std::min((body + slot_bytes_ - 1) / slot_bytes_, slots_per_file_);
+    files_.back().size_at_open = static_cast<uint64_t>(st.st_size);
+  }
+  report_.files = count;
+  return Status::Ok();
+}
+
+void ColdStore::FinishScan(Op& op, const IoCompletion& c) {
+  const uint64_t slot = op.slot;
+  Status status = c.status;
+  const auto index = static_cast<uint32_t>(&op - ops_.data());
+  StatusOr<PageHeader> header = status.ok() ? DecodePage(Staging(index).first(op.length), options_.max_page_bytes)
+                                            : StatusOr<PageHeader>(status);
+  op.kind = OpKind::kIdle;
+  free_ops_.push_back(index);
+  if (!header.ok() && header.status().code() == StatusCode::kNotFound) return;  // empty slot
+  if (!header.ok()) {
+    ++report_.pages_dropped;
+    stats_.RecordError(TierError::kDroppedAtOpen);
+    if (report_.pages_dropped <= kMaxLoggedDrops) {
+      spdlog::warn("cold tier: dropping slot {} of {}: {}", slot % slots_per_file_,
+                   ColdFilePath(options_.cold_dir, FileOf(slot)), header.status().ToString());
+    }
+    scan_discard_.push_back(slot);
+    return;
+  }
+  next_sequence_ = std::max(next_sequence_, header->sequence + 1);
+  auto [it, inserted] = index_.try_emplace(header->page_id, Entry{slot, header->length, header->sequence});
+  if (inserted) return;
+  ++report_.duplicates;
+  if (header->sequence > it->second.sequence) {
+    scan_discard_.push_back(it->second.slot);
+    it->second = Entry{slot, header->length, header->sequence};
+  } else {
+    scan_discard_.push_back(slot);
+  }
+}
+
+Status ColdStore::Scan() {
+  for (uint64_t slot = 0; slot < total_slots_; ++slot) {
+    if (slot % slots_per_file_ >= files_[FileOf(slot)].allocated_slots) continue;
+    const uint64_t present = files_[FileOf(slot)].size_at_open - SlotOffset(slot);
+    const auto bytes = static_cast<uint32_t>(std::min<uint64_t>(slot_bytes_, AlignUp(present, kIoAlignment)));
+    TQ_ASSIGN_OR_RETURN(uint32_t op, AcquireOp());
+    ops_[op].kind = OpKind::kScan;
+    ops_[op].slot = slot;
+    ops_[op].length = bytes;
+    TQ_RETURN_IF_ERROR(EnqueueIo(op, IoOp::kRead, slot, bytes));
+  }
+  while (free_ops_.size() < ops_.size()) TQ_RETURN_IF_ERROR(Pump());
+
+  std::unordered_set<uint64_t> used;
+  for (const auto& [id, entry] : index_) used.insert(entry.slot);
+  for (uint64_t slot : scan_discard_) used.insert(slot);
+  free_slots_.reserve(total_slots_);
+  for (uint64_t slot = total_slots_; slot > 0; --slot) {
+    if (used.count(slot - 1) == 0) free_slots_.push_back(slot - 1);
+  }
+  // Zero the headers of corrupt and superseded copies so they are neither logged nor revived again.
+  for (uint64_t slot : scan_discard_) ReleaseSlot(slot);
+  scan_discard_.clear();
+  report_.pages_found = index_.size();
+  return broken_;
+}
+
+}  // namespace tq::storage
