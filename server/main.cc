@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   // One row per subcommand; each lives in server/cli/cmd_<name>.cc.
   std::vector<tq::cli::Command> commands = {
       tq::cli::AddServeCommand(app),
+      tq::cli::AddGenerateCommand(app),
+      tq::cli::AddEvalCommand(app),
       tq::cli::AddFormatsCommand(app),
       tq::cli::AddBenchCommand(app),
       tq::cli::AddInspectCommand(app),

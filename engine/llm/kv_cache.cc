@@ -1,28 +1,258 @@
 #include "engine/llm/kv_cache.h"
 
-#include <string>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/attention/attention.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/formats/fp16.h"
 
 namespace tq::engine {
+namespace {
+
+using kernels::KvFormat;
+
+constexpr int kPage = kernels::kPageTokens;
+
+StatusOr<LayerKvFormat> ParseLayer(std::string k, std::string v, int head_dim) {
+  const bool f16_ok = kernels::CheckSupported(KvFormat::kF16, head_dim).ok();
+  if (k == "auto") k = f16_ok ? "f16" : "f32";
+  if (v == "auto") v = f16_ok ? "f16" : "f32";
+  LayerKvFormat f;
+  if (k == "f32" || v == "f32") {
+    if (k != v) return InvalidArgumentError("f32 KV must be used for both K and V (got k=" + k + ", v=" + v + ")");
+    return f;  // plain
+  }
+  f.plain = false;
+  TQ_ASSIGN_OR_RETURN(f.k, kernels::FormatFromName(k));
+  TQ_ASSIGN_OR_RETURN(f.v, kernels::FormatFromName(v));
+  TQ_RETURN_IF_ERROR(kernels::CheckSupported(f.k, head_dim));
+  TQ_RETURN_IF_ERROR(kernels::CheckSupported(f.v, head_dim));
+  return f;
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, const KvSpec& spec) {
+  auto layout = std::make_shared<KvLayout>();
+  layout->n_kv_heads_ = hp.n_kv_heads;
+  layout->head_dim_ = hp.head_dim;
+  layout->spec_ = spec;
+  if (spec.boundary_layers < 0 || 2 * spec.boundary_layers > hp.n_layers) {
+    return InvalidArgumentError("boundary layers " + std::to_string(spec.boundary_layers) + " must be in [0, " +
+                                std::to_string(hp.n_layers / 2) + "]");
+  }
+  TQ_ASSIGN_OR_RETURN(LayerKvFormat inner, ParseLayer(spec.k_format, spec.v_format, hp.head_dim));
+  LayerKvFormat boundary = inner;
+  if (!inner.plain) boundary.k = boundary.v = KvFormat::kF16;
+  for (int l = 0; l < hp.n_layers; ++l) {
+    const bool edge = l < spec.boundary_layers || l >= hp.n_layers - spec.boundary_layers;
+    layout->layers_.push_back(edge ? boundary : inner);
+  }
+  for (const LayerKvFormat& f : layout->layers_) {
+    if (f.plain) continue;
+    for (KvFormat fmt : {f.k, f.v, KvFormat::kF16}) {
+      if (layout->codecs_.count(fmt)) continue;
+      TQ_ASSIGN_OR_RETURN(auto codec, kernels::KvCodec::Create(fmt, hp.head_dim));
+      layout->codecs_[fmt] = std::move(codec);
+    }
+  }
+  return std::shared_ptr<const KvLayout>(std::move(layout));
+}
+
+double KvLayout::bits_per_value() const {
+  double sum = 0;
+  for (const LayerKvFormat& f : layers_) {
+    sum += f.plain ? 64.0 : kernels::BitsPerValue(f.k, head_dim_) + kernels::BitsPerValue(f.v, head_dim_);
+  }
+  return layers_.empty() ? 0 : sum / (2.0 * layers_.size());
+}
+
+std::string KvLayout::Describe() const {
+  std::string out = "k=" + spec_.k_format + " v=" + spec_.v_format;
+  if (spec_.boundary_layers > 0 && spec_.k_format != "f32") {
+    const int n = static_cast<int>(layers_.size()), b = spec_.boundary_layers;
+    out += ", f16 in layers 0-" + std::to_string(b - 1) + " and " + std::to_string(n - b) + "-" + std::to_string(n - 1);
+  }
+  return out;
+}
+
+// Full pages are encoded in the layer's formats; the tail page is f16 (read by attention) with an f32 copy of its
+// rows (the source when the page fills and is encoded).
+struct SequenceKv::HeadPages {
+  std::vector<std::vector<uint8_t>> k_full, v_full;
+  std::vector<uint8_t> k_tail, v_tail;  // f16 pages
+  std::vector<float> k_stage, v_stage;  // [kPage][head_dim]
+  int tail_tokens = 0;
+};
+
+SequenceKv::SequenceKv(std::shared_ptr<const KvLayout> layout, int n_ctx)
+    : layout_(std::move(layout)),
+      n_ctx_(n_ctx),
+      n_layers_(layout_->n_layers()),
+      n_kv_heads_(layout_->n_kv_heads()),
+      head_dim_(layout_->head_dim()),
+      layer_len_(n_layers_, 0),
+      plain_(n_layers_),
+      pages_(n_layers_) {
+  for (int l = 0; l < n_layers_; ++l) {
+    if (!layout_->layer(l).plain) pages_[l].resize(n_kv_heads_);
+  }
+}
 
 SequenceKv::SequenceKv(const HParams& hp, int n_ctx)
     : n_ctx_(n_ctx),
       n_layers_(hp.n_layers),
-      row_(static_cast<size_t>(hp.n_kv_heads) * hp.head_dim),
-      page_floats_(static_cast<size_t>(hp.n_layers) * 2 * kPageTokens * row_) {}
+      n_kv_heads_(hp.n_kv_heads),
+      head_dim_(hp.head_dim),
+      layer_len_(n_layers_, 0),
+      plain_(n_layers_),
+      pages_(n_layers_) {}
 
-Status SequenceKv::Reserve(int n) {
-  if (n > n_ctx_) {
-    return OutOfRangeError("sequence needs " + std::to_string(n) + " positions, its context is " +
-                           std::to_string(n_ctx_));
+SequenceKv::~SequenceKv() = default;
+
+Status SequenceKv::EncodeFullPage(int layer, HeadPages& h) {
+  const LayerKvFormat& f = layout_->layer(layer);
+  for (int kv = 0; kv < 2; ++kv) {
+    const KvFormat fmt = kv == 0 ? f.k : f.v;
+    std::vector<uint8_t>& tail = kv == 0 ? h.k_tail : h.v_tail;
+    std::vector<std::vector<uint8_t>>& full = kv == 0 ? h.k_full : h.v_full;
+    if (fmt == KvFormat::kF16) {
+      full.push_back(std::move(tail));  // the tail page is already an f16 page
+      tail.clear();
+      continue;
+    }
+    TQ_ASSIGN_OR_RETURN(size_t bytes, kernels::PageBytes(fmt, head_dim_));
+    std::vector<uint8_t> page(bytes);
+    TQ_RETURN_IF_ERROR(layout_->codec(fmt).EncodePage((kv == 0 ? h.k_stage : h.v_stage).data(), kPage, page));
+    full.push_back(std::move(page));
+    tail.clear();
   }
-  while (reserved() < n) pages_.emplace_back(new float[page_floats_]);
+  h.tail_tokens = 0;
   return Status::Ok();
 }
 
-void SequenceKv::Truncate(int n) {
-  const size_t keep = (static_cast<size_t>(n) + kPageTokens - 1) / kPageTokens;
-  if (pages_.size() > keep) pages_.resize(keep);
-  if (n_tokens_ > n) n_tokens_ = n;
+Status SequenceKv::Append(int layer, int pos, const float* k, const float* v) {
+  if (pos >= n_ctx_) {
+    return OutOfRangeError("position " + std::to_string(pos) + " is past the context of " + std::to_string(n_ctx_));
+  }
+  if (pos != layer_len_[layer]) {
+    return InvalidArgumentError("KV positions must be appended in order: layer " + std::to_string(layer) + " holds " +
+                                std::to_string(layer_len_[layer]) + ", got " + std::to_string(pos));
+  }
+  const size_t row = static_cast<size_t>(n_kv_heads_) * head_dim_;
+  if (!layout_ || layout_->layer(layer).plain) {
+    std::vector<float>& data = plain_[layer];  // [pos][2][row]
+    if (data.capacity() < (static_cast<size_t>(pos) + 1) * 2 * row) {
+      data.reserve((static_cast<size_t>(pos) + kPage) * 2 * row);
+    }
+    data.insert(data.end(), k, k + row);
+    data.insert(data.end(), v, v + row);
+    ++layer_len_[layer];
+    return Status::Ok();
+  }
+  const kernels::KvCodec& f16 = layout_->codec(KvFormat::kF16);
+  const kernels::CodeLayout& cl = f16.layout();
+  for (int h = 0; h < n_kv_heads_; ++h) {
+    HeadPages& hp = pages_[layer][h];
+    const int t = hp.tail_tokens;
+    for (int kv = 0; kv < 2; ++kv) {
+      const float* src = (kv == 0 ? k : v) + static_cast<size_t>(h) * head_dim_;
+      std::vector<uint8_t>& tail = kv == 0 ? hp.k_tail : hp.v_tail;
+      std::vector<float>& stage = kv == 0 ? hp.k_stage : hp.v_stage;
+      if (tail.empty()) {
+        tail.assign(cl.page_bytes, 0);
+        kernels::PageHeader header;
+        header.format = static_cast<uint8_t>(KvFormat::kF16);
+        header.head_dim = static_cast<uint16_t>(head_dim_);
+        TQ_RETURN_IF_ERROR(kernels::InitPage(header, tail));
+        stage.resize(static_cast<size_t>(kPage) * head_dim_);
+      }
+      std::copy(src, src + head_dim_, stage.begin() + static_cast<size_t>(t) * head_dim_);
+      // f16 code group: row i holds coordinate i of the group's 16 tokens, 2 bytes each.
+      uint8_t* group = tail.data() + cl.codes_offset + static_cast<size_t>(t / kernels::kGroupTokens) * cl.group_bytes;
+      const int tg = t % kernels::kGroupTokens;
+      for (int i = 0; i < head_dim_; ++i) {
+        const uint16_t half = kernels::FloatToHalf(src[i]);
+        std::memcpy(group + static_cast<size_t>(i) * 2 * kernels::kGroupTokens + 2 * tg, &half, 2);
+      }
+      kernels::PageHeader header;
+      std::memcpy(&header, tail.data(), sizeof header);
+      header.num_tokens = static_cast<uint16_t>(t + 1);
+      kernels::SealHeader(header);
+      std::memcpy(tail.data(), &header, sizeof header);
+    }
+    if (++hp.tail_tokens == kPage) TQ_RETURN_IF_ERROR(EncodeFullPage(layer, hp));
+  }
+  ++layer_len_[layer];
+  return Status::Ok();
+}
+
+Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int group, int first_pos, float* out,
+                          int64_t* scored, int64_t* skipped) const {
+  const int d = head_dim_;
+  if (first_pos + rows > layer_len_[layer]) {
+    return InternalError("attention past the stored positions of layer " + std::to_string(layer));
+  }
+  if (!layout_ || layout_->layer(layer).plain) {
+    const size_t row = static_cast<size_t>(n_kv_heads_) * d;
+    const float* data = plain_[layer].data();
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    std::vector<float> scores(first_pos + rows);
+    for (int r = 0; r < rows; ++r) {
+      const int last = first_pos + r;
+      for (int g = 0; g < group; ++g) {
+        const float* qv = q + (static_cast<size_t>(r) * group + g) * d;
+        float* o = out + (static_cast<size_t>(r) * group + g) * d;
+        float max_score = -INFINITY;
+        for (int t = 0; t <= last; ++t) {
+          scores[t] = kernels::DotF32(qv, data + (2 * static_cast<size_t>(t)) * row + kv_head * d, d) * scale;
+          max_score = std::max(max_score, scores[t]);
+        }
+        double sum = 0;
+        for (int t = 0; t <= last; ++t) {
+          scores[t] = std::exp(scores[t] - max_score);
+          sum += scores[t];
+        }
+        std::fill(o, o + d, 0.0f);
+        const float inv = static_cast<float>(1.0 / sum);
+        for (int t = 0; t <= last; ++t) {
+          kernels::AxpyF32(scores[t] * inv, data + (2 * static_cast<size_t>(t) + 1) * row + kv_head * d, o, d);
+        }
+      }
+      if (scored) *scored += static_cast<int64_t>(group) * (last + 1);
+    }
+    return Status::Ok();
+  }
+  const HeadPages& hp = pages_[layer][kv_head];
+  const LayerKvFormat& f = layout_->layer(layer);
+  std::vector<kernels::KvPageRef> refs;
+  refs.reserve(hp.k_full.size() + 1);
+  for (size_t p = 0; p < hp.k_full.size(); ++p) {
+    refs.push_back({hp.k_full[p].data(), hp.v_full[p].data(), f.k, f.v, kPage});
+  }
+  if (hp.tail_tokens > 0) {
+    refs.push_back({hp.k_tail.data(), hp.v_tail.data(), KvFormat::kF16, KvFormat::kF16, hp.tail_tokens});
+  }
+  kernels::AttentionStats stats;
+  TQ_RETURN_IF_ERROR(kernels::PrefillAttention(refs, d, q, rows, group, first_pos, {}, out, &stats));
+  if (scored) *scored += stats.scored;
+  if (skipped) *skipped += stats.skipped;
+  return Status::Ok();
+}
+
+uint64_t SequenceKv::bytes() const {
+  uint64_t total = 0;
+  for (const auto& p : plain_) total += p.size() * sizeof(float);
+  for (const auto& layer : pages_) {
+    for (const HeadPages& h : layer) {
+      for (const auto& p : h.k_full) total += p.size();
+      for (const auto& p : h.v_full) total += p.size();
+      total += h.k_tail.size() + h.v_tail.size() + (h.k_stage.size() + h.v_stage.size()) * sizeof(float);
+    }
+  }
+  return total;
 }
 
 }  // namespace tq::engine

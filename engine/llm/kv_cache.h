@@ -1,53 +1,98 @@
-// The KV of one sequence, until the KV manager (engine/kv) takes over: f32 rows in RAM, in pages of
-// kPageTokens positions allocated as the sequence grows (a sequence never reserves its whole context up front).
-// Page layout: for each layer, K then V, each [kPageTokens, n_kv_heads, head_dim] f32, position-major.
+// The KV of one sequence, until the KV manager (engine/kv) takes over. Two kinds:
+// - plain f32 rows in RAM (format "f32", exact; also the fallback for head dims the page kernels do not support);
+// - pages of kernels/formats (f16, int8, tq*): per (layer, KV head) a list of full, encoded pages plus the newest,
+//   partly filled page, which stays f16 (and f32 for re-encoding) until it holds kPageTokens tokens and is then
+//   encoded into the layer's K and V formats. Attention runs straight on the pages (kernels/attention).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "engine/llm/hparams.h"
+#include "kernels/formats/codec.h"
+#include "kernels/formats/format.h"
 
 namespace tq::engine {
 
-class SequenceKv {
+// KV formats per layer: uniform K and V formats, with the first and last `boundary_layers` layers kept at f16.
+// "auto" = f16 where the page kernels support the head dimension, else f32.
+struct KvSpec {
+  std::string k_format = "auto";  // "auto", "f32" or a kernels/formats name
+  std::string v_format = "auto";
+  int boundary_layers = 0;
+};
+
+// What one layer stores. f32 = plain rows (no pages).
+struct LayerKvFormat {
+  bool plain = true;
+  kernels::KvFormat k = kernels::KvFormat::kF16;
+  kernels::KvFormat v = kernels::KvFormat::kF16;
+};
+
+// The codecs and per-layer formats shared by every sequence of a model. Immutable after Create.
+class KvLayout {
  public:
-  static constexpr int kPageTokens = 128;
+  static StatusOr<std::shared_ptr<const KvLayout>> Create(const HParams& hp, const KvSpec& spec);
 
-  SequenceKv(const HParams& hp, int n_ctx);
-
-  int n_ctx() const { return n_ctx_; }
-  int n_tokens() const { return n_tokens_; }   // positions [0, n_tokens) are filled
-  void set_n_tokens(int n) { n_tokens_ = n; }  // after a forward pass
-
-  // Makes positions [0, n) addressable. OutOfRange past n_ctx.
-  Status Reserve(int n);
-  // Frees pages past position n and forgets positions >= n.
-  void Truncate(int n);
-
-  // [n_kv_heads, head_dim] rows at `pos` (precondition: pos < reserved()).
-  float* k(int layer, int pos) { return Row(layer, 0, pos); }
-  float* v(int layer, int pos) { return Row(layer, 1, pos); }
-  const float* k(int layer, int pos) const { return const_cast<SequenceKv*>(this)->Row(layer, 0, pos); }
-  const float* v(int layer, int pos) const { return const_cast<SequenceKv*>(this)->Row(layer, 1, pos); }
-
-  int reserved() const { return static_cast<int>(pages_.size()) * kPageTokens; }
-  uint64_t bytes() const { return pages_.size() * page_floats_ * sizeof(float); }
+  const LayerKvFormat& layer(int l) const { return layers_[l]; }
+  const kernels::KvCodec& codec(kernels::KvFormat f) const { return *codecs_.at(f); }
+  int n_layers() const { return static_cast<int>(layers_.size()); }
+  int n_kv_heads() const { return n_kv_heads_; }
+  int head_dim() const { return head_dim_; }
+  // Bits per value averaged over layers and K/V, norms and scales included (f32 = 32).
+  double bits_per_value() const;
+  std::string Describe() const;  // "k=tq4 v=tq4, f16 in layers 0-1 and 28-29"
 
  private:
-  float* Row(int layer, int kv, int pos) {
-    float* page = pages_[pos / kPageTokens].get();
-    return page + ((static_cast<size_t>(layer) * 2 + kv) * kPageTokens + pos % kPageTokens) * row_;
-  }
+  std::vector<LayerKvFormat> layers_;
+  std::map<kernels::KvFormat, std::unique_ptr<kernels::KvCodec>> codecs_;
+  int n_kv_heads_ = 0;
+  int head_dim_ = 0;
+  KvSpec spec_;
+};
 
+class SequenceKv {
+ public:
+  SequenceKv(std::shared_ptr<const KvLayout> layout, int n_ctx);
+  // Plain f32 everywhere (tests and tools that need exact KV).
+  SequenceKv(const HParams& hp, int n_ctx);
+  ~SequenceKv();
+  SequenceKv(const SequenceKv&) = delete;
+  SequenceKv& operator=(const SequenceKv&) = delete;
+
+  int n_ctx() const { return n_ctx_; }
+  int n_tokens() const { return n_tokens_; }   // positions [0, n_tokens) are filled in every layer
+  void set_n_tokens(int n) { n_tokens_ = n; }  // after a forward pass
+
+  // Stores K and V ([n_kv_heads][head_dim] each) of `pos` in `layer`. Positions of a layer come in order:
+  // pos == the number of positions the layer holds (OutOfRange past n_ctx; InvalidArgument out of order).
+  Status Append(int layer, int pos, const float* k, const float* v);
+
+  // Causal attention for `rows` consecutive query positions starting at first_pos, for the `group` query heads
+  // of `kv_head`: q and out are [rows][group][head_dim]; row r attends to positions [0, first_pos + r].
+  // The softmax scale is 1/sqrt(head_dim). Reports (query, token) pairs scored and skipped.
+  Status Attend(int layer, int kv_head, const float* q, int rows, int group, int first_pos, float* out,
+                int64_t* scored, int64_t* skipped) const;
+
+  uint64_t bytes() const;  // KV memory held: rows or pages, staging included
+
+ private:
+  struct HeadPages;  // the pages of one (layer, KV head)
+  Status EncodeFullPage(int layer, HeadPages& hp);
+
+  std::shared_ptr<const KvLayout> layout_;  // null: plain f32
   int n_ctx_;
   int n_layers_;
-  size_t row_;          // n_kv_heads * head_dim
-  size_t page_floats_;  // n_layers * 2 * kPageTokens * row_
+  int n_kv_heads_;
+  int head_dim_;
   int n_tokens_ = 0;
-  std::vector<std::unique_ptr<float[]>> pages_;
+  std::vector<int> layer_len_;                   // positions stored per layer
+  std::vector<std::vector<float>> plain_;        // plain layers: [2][n_ctx-as-needed][n_kv][head_dim] per layer
+  std::vector<std::vector<HeadPages>> pages_;    // paged layers: [layer][kv_head]
 };
 
 }  // namespace tq::engine

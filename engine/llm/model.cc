@@ -1,6 +1,9 @@
 #include "engine/llm/model.h"
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
 #include <cmath>
 
 #include "kernels/cpu/matmul.h"
@@ -88,28 +91,6 @@ void Rope(float* x, int n_heads, int head_dim, int n_rot, int pos, float base, R
   }
 }
 
-// Causal attention of one query head over positions [0, pos] of a sequence. q, out: [head_dim].
-void AttendHead(const SequenceKv& kv, int layer, int kv_head, int head_dim, int n_kv_heads, const float* q,
-                int pos, float* scores, float* out) {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  float max_score = -INFINITY;
-  for (int t = 0; t <= pos; ++t) {
-    scores[t] = kernels::DotF32(q, kv.k(layer, t) + kv_head * head_dim, head_dim) * scale;
-    max_score = std::max(max_score, scores[t]);
-  }
-  double sum = 0;
-  for (int t = 0; t <= pos; ++t) {
-    scores[t] = std::exp(scores[t] - max_score);
-    sum += scores[t];
-  }
-  std::fill(out, out + head_dim, 0.0f);
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int t = 0; t <= pos; ++t) {
-    kernels::AxpyF32(scores[t] * inv, kv.v(layer, t) + kv_head * head_dim, out, head_dim);
-  }
-  (void)n_kv_heads;
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<Model>> Model::Open(const std::string& path) {
@@ -127,7 +108,8 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
   const int64_t E = hp.n_embd, D = hp.head_dim;
   const int64_t q_dim = int64_t{hp.n_heads} * D, kv_dim = int64_t{hp.n_kv_heads} * D;
   const int group = hp.n_heads / hp.n_kv_heads;
-  int max_pos = 0;
+  // Each sequence's tokens must continue it in order: positions n_tokens, n_tokens + 1, ...
+  std::unordered_map<const SequenceKv*, int> next_pos;
   for (const BatchToken& t : batch) {
     if (t.token < 0 || t.token >= hp.vocab_size) {
       return InvalidArgumentError("token id " + std::to_string(t.token) + " is outside the vocabulary [0, " +
@@ -137,9 +119,27 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
       return OutOfRangeError("position " + std::to_string(t.pos) + " is outside the sequence's context of " +
                              std::to_string(t.kv ? t.kv->n_ctx() : 0) + " tokens");
     }
-    max_pos = std::max(max_pos, t.pos);
+    auto [it, fresh] = next_pos.try_emplace(t.kv, t.kv->n_tokens());
+    if (t.pos != it->second) {
+      return InvalidArgumentError("position " + std::to_string(t.pos) + " does not continue its sequence (next is " +
+                                  std::to_string(it->second) + ")");
+    }
+    ++it->second;
   }
-  for (const BatchToken& t : batch) TQ_RETURN_IF_ERROR(t.kv->Reserve(t.pos + 1));
+  // Attention work: runs of consecutive batch tokens of one sequence, cut into chunks of at most kRowsPerItem
+  // rows, times KV heads.
+  constexpr int64_t kRowsPerItem = 16;
+  struct Chunk {
+    int64_t first;  // batch index of the first row
+    int rows;
+  };
+  std::vector<Chunk> chunks;
+  for (int64_t b = 0; b < B;) {
+    int64_t e = b + 1;
+    while (e < B && batch[e].kv == batch[b].kv && e - b < kRowsPerItem) ++e;
+    chunks.push_back({b, static_cast<int>(e - b)});
+    b = e;
+  }
 
   std::vector<float> x(B * E), xn(B * E), q(B * q_dim), k(B * kv_dim), v(B * kv_dim), attn(B * q_dim);
   std::vector<float> gate(B * hp.n_ff), up(B * hp.n_ff), tmp(B * E);
@@ -160,20 +160,36 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     for (int64_t b = 0; b < B; ++b) {
       Rope(q.data() + b * q_dim, hp.n_heads, D, hp.n_rot, batch[b].pos, hp.rope_base, hp.arch->rope);
       Rope(k.data() + b * kv_dim, hp.n_kv_heads, D, hp.n_rot, batch[b].pos, hp.rope_base, hp.arch->rope);
-      std::copy_n(k.data() + b * kv_dim, kv_dim, batch[b].kv->k(l, batch[b].pos));
-      std::copy_n(v.data() + b * kv_dim, kv_dim, batch[b].kv->v(l, batch[b].pos));
+      TQ_RETURN_IF_ERROR(batch[b].kv->Append(l, batch[b].pos, k.data() + b * kv_dim, v.data() + b * kv_dim));
     }
-    // One work item per (token, query head).
-    pool.ParallelFor(B * hp.n_heads, [&](int64_t begin, int64_t end, int) {
-      thread_local std::vector<float> scores;
-      if (scores.size() < static_cast<size_t>(max_pos + 1)) scores.resize(max_pos + 1);
-      for (int64_t item = begin; item < end; ++item) {
-        const int64_t b = item / hp.n_heads;
-        const int h = static_cast<int>(item % hp.n_heads);
-        AttendHead(*batch[b].kv, l, h / group, static_cast<int>(D), hp.n_kv_heads, q.data() + b * q_dim + h * D,
-                   batch[b].pos, scores.data(), attn.data() + b * q_dim + h * D);
+    // q of a KV head's query group is contiguous: [group][D] at kv_head * group * D within a token's q.
+    std::atomic<bool> failed{false};
+    Status first_error;
+    std::mutex error_mu;
+    pool.ParallelFor(static_cast<int64_t>(chunks.size()) * hp.n_kv_heads, [&](int64_t begin, int64_t end, int) {
+      thread_local std::vector<float> qbuf, obuf;
+      for (int64_t item = begin; item < end && !failed; ++item) {
+        const Chunk& c = chunks[item / hp.n_kv_heads];
+        const int kvh = static_cast<int>(item % hp.n_kv_heads);
+        const size_t span = static_cast<size_t>(group) * D;
+        qbuf.resize(c.rows * span);
+        obuf.resize(c.rows * span);
+        for (int r = 0; r < c.rows; ++r) {
+          std::copy_n(q.data() + (c.first + r) * q_dim + kvh * span, span, qbuf.data() + r * span);
+        }
+        Status s = batch[c.first].kv->Attend(l, kvh, qbuf.data(), c.rows, group, batch[c.first].pos, obuf.data(),
+                                             nullptr, nullptr);
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> lock(error_mu);
+          if (!failed.exchange(true)) first_error = s;
+          return;
+        }
+        for (int r = 0; r < c.rows; ++r) {
+          std::copy_n(obuf.data() + r * span, span, attn.data() + (c.first + r) * q_dim + kvh * span);
+        }
       }
     });
+    if (failed) return first_error;
     MatMul(L.wo, attn.data(), B, tmp.data(), pool);
     for (int64_t i = 0; i < B * E; ++i) x[i] += tmp[i];
 

@@ -29,8 +29,8 @@ std::string_view FinishReasonName(FinishReason reason) {
 }
 
 struct Engine::Sequence {
-  Sequence(GenerateRequest r, EventSink s, const HParams& hp, int ctx)
-      : req(std::move(r)), sink(std::move(s)), kv(hp, ctx), sampler(req.sampling), text(req.stop) {}
+  Sequence(GenerateRequest r, EventSink s, std::shared_ptr<const KvLayout> layout, int ctx)
+      : req(std::move(r)), sink(std::move(s)), kv(std::move(layout), ctx), sampler(req.sampling), text(req.stop) {}
 
   GenerateRequest req;
   EventSink sink;
@@ -55,6 +55,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   if (e->ctx_size_ > trained) {
     spdlog::warn("context {} is longer than the model's trained context {}", e->ctx_size_, trained);
   }
+  TQ_ASSIGN_OR_RETURN(e->kv_layout_, KvLayout::Create(e->model_->hparams(), options.kv));
+  spdlog::info("KV cache: {} ({:.2f} bits per value)", e->kv_layout_->Describe(), e->kv_layout_->bits_per_value());
   e->pool_ = std::make_unique<ThreadPool>(options.threads);
   e->thread_ = std::thread([raw = e.get()] { raw->Loop(); });
   return e;
@@ -87,7 +89,7 @@ Status Engine::Submit(GenerateRequest request, EventSink sink) {
   if (request.top_logprobs < 0 || request.top_logprobs > 20) {
     return InvalidArgumentError("top_logprobs must be in [0, 20]");
   }
-  auto seq = std::make_unique<Sequence>(std::move(request), std::move(sink), model_->hparams(), ctx_size_);
+  auto seq = std::make_unique<Sequence>(std::move(request), std::move(sink), kv_layout_, ctx_size_);
   seq->tokens = seq->req.prompt;
   seq->n_prompt = static_cast<int>(seq->tokens.size());
   seq->submitted = Clock::now();

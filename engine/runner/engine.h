@@ -27,6 +27,7 @@ struct EngineOptions {
   int max_batch_tokens = 512;  // tokens per step: decodes first, then prefill chunks
   int max_running = 32;        // sequences decoding at once
   int max_waiting = 1024;      // queued requests beyond which Submit() says resource_exhausted
+  KvSpec kv;                   // KV formats per layer
 };
 
 struct EngineStats {
@@ -62,6 +63,7 @@ class Engine {
   const Model& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   int ctx_size() const { return ctx_size_; }
+  const KvLayout& kv_layout() const { return *kv_layout_; }
 
  private:
   struct Sequence;
@@ -76,6 +78,7 @@ class Engine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ThreadPool> pool_;
+  std::shared_ptr<const KvLayout> kv_layout_;
   int ctx_size_ = 0;
 
   mutable std::mutex mu_;  // guards waiting_, aborts_, ids_, stop_, admitting_, stats_

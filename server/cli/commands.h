@@ -18,6 +18,8 @@ inline constexpr int kExitFailure = 1;       // a runtime error (model fails to 
 inline constexpr int kExitUsage = 2;         // bad flags or configuration
 
 Command AddServeCommand(CLI::App& parent);
+Command AddGenerateCommand(CLI::App& parent);
+Command AddEvalCommand(CLI::App& parent);
 Command AddFormatsCommand(CLI::App& parent);
 Command AddBenchCommand(CLI::App& parent);
 Command AddInspectCommand(CLI::App& parent);

@@ -1,0 +1,164 @@
+#include "engine/eval/perplexity.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace tq::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Prepared {
+  std::vector<int32_t> tokens;
+  int chunks = 0;
+};
+
+StatusOr<Prepared> Prepare(const Model& model, const Tokenizer& tok, const std::string& text, const EvalOptions& o) {
+  if (o.ctx < 4) return InvalidArgumentError("ctx must be at least 4");
+  if (o.ctx > model.hparams().n_ctx_train) {
+    return InvalidArgumentError("ctx " + std::to_string(o.ctx) + " exceeds the model's trained context " +
+                                std::to_string(model.hparams().n_ctx_train));
+  }
+  if (o.chunks < 0) return InvalidArgumentError("chunks must be >= 0");
+  Prepared p;
+  p.tokens = tok.Encode(text, {.add_special = true});
+  const int available = static_cast<int>(p.tokens.size() / o.ctx);
+  if (available == 0) {
+    return InvalidArgumentError("the text has " + std::to_string(p.tokens.size()) + " tokens, fewer than one chunk of " +
+                                std::to_string(o.ctx));
+  }
+  p.chunks = o.chunks > 0 ? std::min(o.chunks, available) : available;
+  return p;
+}
+
+// Runs chunk `c` and returns log-softmax rows [ctx - 1 - first][vocab] for positions first .. ctx-2.
+StatusOr<std::vector<float>> RunChunk(const Model& model, const Tokenizer& tok, const Prepared& p, int c, int ctx,
+                                      std::shared_ptr<const KvLayout> layout, ThreadPool& pool, uint64_t* kv_bytes) {
+  const int first = ctx / 2;
+  SequenceKv kv(std::move(layout), ctx);
+  std::vector<BatchToken> batch(ctx);
+  for (int j = 0; j < ctx; ++j) {
+    int32_t t = p.tokens[static_cast<size_t>(c) * ctx + j];
+    if (j == 0 && tok.add_bos() && tok.bos() >= 0) t = tok.bos();
+    batch[j] = {t, j, &kv, j >= first && j < ctx - 1};
+  }
+  std::vector<float> logits;
+  TQ_RETURN_IF_ERROR(model.Forward(batch, pool, &logits));
+  *kv_bytes = kv.bytes();
+  const int V = model.hparams().vocab_size;
+  const int rows = ctx - 1 - first;
+  pool.ParallelFor(rows, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      float* row = logits.data() + r * V;
+      const float m = *std::max_element(row, row + V);
+      double sum = 0;
+      for (int i = 0; i < V; ++i) sum += std::exp(static_cast<double>(row[i]) - m);
+      const float lse = m + static_cast<float>(std::log(sum));
+      for (int i = 0; i < V; ++i) row[i] -= lse;
+    }
+  });
+  return logits;
+}
+
+struct NllAccumulator {
+  double sum = 0, sum2 = 0;
+  int64_t n = 0;
+  void Add(double nll) {
+    sum += nll;
+    sum2 += nll * nll;
+    ++n;
+  }
+  double Ppl() const { return n ? std::exp(sum / n) : 0; }
+  // Standard error of the PPL estimate (delta method over per-token NLL).
+  double PplStderr() const {
+    if (n < 2) return 0;
+    const double mean = sum / n;
+    const double var = std::max(0.0, sum2 / n - mean * mean);
+    return Ppl() * std::sqrt(var / (n - 1));
+  }
+};
+
+void Finish(const NllAccumulator& acc, int chunks, int ctx, double seconds, const KvLayout& layout, uint64_t bytes,
+            PplResult* r) {
+  r->ppl = acc.Ppl();
+  r->ppl_stderr = acc.PplStderr();
+  r->tokens = acc.n;
+  r->chunks = chunks;
+  r->seconds = seconds;
+  r->tokens_per_second = seconds > 0 ? static_cast<double>(chunks) * ctx / seconds : 0;
+  r->kv_bits_per_value = layout.bits_per_value();
+  r->kv_bytes = bytes;
+}
+
+}  // namespace
+
+StatusOr<PplResult> Perplexity(const Model& model, const Tokenizer& tok, const std::string& text,
+                               const EvalOptions& o, ThreadPool& pool, const EvalProgress& progress) {
+  TQ_ASSIGN_OR_RETURN(Prepared p, Prepare(model, tok, text, o));
+  TQ_ASSIGN_OR_RETURN(auto layout, KvLayout::Create(model.hparams(), o.kv));
+  const int first = o.ctx / 2, V = model.hparams().vocab_size;
+  NllAccumulator acc;
+  uint64_t kv_bytes = 0;
+  const auto t0 = Clock::now();
+  for (int c = 0; c < p.chunks; ++c) {
+    TQ_ASSIGN_OR_RETURN(std::vector<float> lp, RunChunk(model, tok, p, c, o.ctx, layout, pool, &kv_bytes));
+    for (int j = first; j < o.ctx - 1; ++j) {
+      const int32_t next = p.tokens[static_cast<size_t>(c) * o.ctx + j + 1];
+      acc.Add(-lp[static_cast<size_t>(j - first) * V + next]);
+    }
+    if (progress) progress(c + 1, p.chunks, acc.Ppl());
+  }
+  PplResult r;
+  Finish(acc, p.chunks, o.ctx, std::chrono::duration<double>(Clock::now() - t0).count(), *layout, kv_bytes, &r);
+  return r;
+}
+
+StatusOr<KldResult> KlDivergence(const Model& model, const Tokenizer& tok, const std::string& text,
+                                 const EvalOptions& o, ThreadPool& pool, const EvalProgress& progress) {
+  TQ_ASSIGN_OR_RETURN(Prepared p, Prepare(model, tok, text, o));
+  TQ_ASSIGN_OR_RETURN(auto test_layout, KvLayout::Create(model.hparams(), o.kv));
+  TQ_ASSIGN_OR_RETURN(auto ref_layout, KvLayout::Create(model.hparams(), o.ref_kv));
+  const int first = o.ctx / 2, V = model.hparams().vocab_size;
+  NllAccumulator test_acc, ref_acc;
+  std::vector<double> klds;
+  int64_t same = 0;
+  uint64_t test_bytes = 0, ref_bytes = 0;
+  double test_seconds = 0, ref_seconds = 0;
+  for (int c = 0; c < p.chunks; ++c) {
+    auto t0 = Clock::now();
+    TQ_ASSIGN_OR_RETURN(std::vector<float> ref, RunChunk(model, tok, p, c, o.ctx, ref_layout, pool, &ref_bytes));
+    auto t1 = Clock::now();
+    TQ_ASSIGN_OR_RETURN(std::vector<float> test, RunChunk(model, tok, p, c, o.ctx, test_layout, pool, &test_bytes));
+    auto t2 = Clock::now();
+    ref_seconds += std::chrono::duration<double>(t1 - t0).count();
+    test_seconds += std::chrono::duration<double>(t2 - t1).count();
+    for (int j = first; j < o.ctx - 1; ++j) {
+      const float* a = ref.data() + static_cast<size_t>(j - first) * V;
+      const float* b = test.data() + static_cast<size_t>(j - first) * V;
+      double kl = 0;
+      for (int i = 0; i < V; ++i) kl += std::exp(static_cast<double>(a[i])) * (a[i] - b[i]);
+      klds.push_back(std::max(0.0, kl));
+      same += (std::max_element(a, a + V) - a) == (std::max_element(b, b + V) - b);
+      const int32_t next = p.tokens[static_cast<size_t>(c) * o.ctx + j + 1];
+      ref_acc.Add(-a[next]);
+      test_acc.Add(-b[next]);
+    }
+    if (progress) progress(c + 1, p.chunks, test_acc.Ppl());
+  }
+  KldResult r;
+  Finish(test_acc, p.chunks, o.ctx, test_seconds, *test_layout, test_bytes, &r.test);
+  Finish(ref_acc, p.chunks, o.ctx, ref_seconds, *ref_layout, ref_bytes, &r.ref);
+  double sum = 0;
+  for (double k : klds) sum += k;
+  r.kld_mean = klds.empty() ? 0 : sum / klds.size();
+  std::sort(klds.begin(), klds.end());
+  if (!klds.empty()) {
+    r.kld_median = klds[klds.size() / 2];
+    r.kld_p99 = klds[std::min(klds.size() - 1, static_cast<size_t>(0.99 * klds.size()))];
+  }
+  r.same_top = klds.empty() ? 0 : static_cast<double>(same) / klds.size();
+  return r;
+}
+
+}  // namespace tq::engine

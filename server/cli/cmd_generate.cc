@@ -1,0 +1,117 @@
+// `tqserve generate`: one prompt through the same engine the server uses; streams the text to stdout and ends with
+// prompt and generation speed on stderr.
+#include <cstdio>
+
+#include "engine/runner/chat_template.h"
+#include "engine/runner/engine.h"
+#include "server/cli/commands.h"
+#include "server/cli/model_args.h"
+#include "server/event_channel.h"
+
+namespace tq::cli {
+namespace {
+
+struct GenerateArgs {
+  ModelArgs model;
+  std::string prompt;
+  bool chat = false;
+  int n = 128;
+  int ctx = 4096;
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int top_k = 0;
+  float min_p = 0.0f;
+  float repeat_penalty = 1.0f;
+  int64_t seed = -1;
+  bool ignore_eos = false;
+};
+
+int Run(const GenerateArgs& a) {
+  auto path = ResolveModelPath(a.model);
+  if (!path.ok()) {
+    std::fprintf(stderr, "tqserve generate: %s\n", path.status().ToString().c_str());
+    return kExitFailure;
+  }
+  engine::EngineOptions eo;
+  eo.model_path = *path;
+  eo.threads = a.model.threads;
+  eo.ctx_size = a.ctx;
+  eo.kv = a.model.kv;
+  auto eng = engine::Engine::Create(eo);
+  if (!eng.ok()) {
+    std::fprintf(stderr, "tqserve generate: %s\n", eng.status().ToString().c_str());
+    return kExitFailure;
+  }
+  engine::Engine& e = **eng;
+  std::string text = a.prompt;
+  if (a.chat) {
+    auto tmpl_text = e.model().gguf().GetStringOr("tokenizer.chat_template", "");
+    auto tmpl = tmpl_text.ok() ? engine::DetectChatTemplate(*tmpl_text) : tmpl_text.status();
+    if (!tmpl.ok()) {
+      std::fprintf(stderr, "tqserve generate --chat: %s\n", tmpl.status().ToString().c_str());
+      return kExitFailure;
+    }
+    auto rendered = engine::RenderChat(*tmpl, {{"user", a.prompt}});
+    if (!rendered.ok()) {
+      std::fprintf(stderr, "tqserve generate: %s\n", rendered.status().ToString().c_str());
+      return kExitFailure;
+    }
+    text = *rendered;
+  }
+  engine::GenerateRequest r;
+  r.id = "generate";
+  r.prompt = e.tokenizer().Encode(text, {.add_special = true, .parse_special = a.chat});
+  r.max_tokens = a.n;
+  r.ignore_eos = a.ignore_eos;
+  r.sampling.temperature = a.temperature;
+  r.sampling.top_p = a.top_p;
+  r.sampling.top_k = a.top_k;
+  r.sampling.min_p = a.min_p;
+  r.sampling.repetition_penalty = a.repeat_penalty;
+  if (a.seed >= 0) {
+    r.sampling.seed = static_cast<uint64_t>(a.seed);
+    r.sampling.has_seed = true;
+  }
+  auto channel = std::make_shared<server::EventChannel>();
+  if (Status s = e.Submit(std::move(r), server::EventChannel::SinkFor(channel, 0)); !s.ok()) {
+    std::fprintf(stderr, "tqserve generate: %s\n", s.ToString().c_str());
+    return kExitUsage;
+  }
+  if (!a.chat) std::fputs(a.prompt.c_str(), stdout);
+  for (;;) {
+    auto item = channel->Pop(std::chrono::milliseconds(1000));
+    if (!item) continue;
+    std::fputs(item->event.text.c_str(), stdout);
+    std::fflush(stdout);
+    if (!item->event.final) continue;
+    const engine::GenerateEvent& f = item->event;
+    std::printf("\n");
+    std::fprintf(stderr, "\nprompt: %d tokens, %.1f tok/s | generation: %d tokens, %.1f tok/s | finish: %s | KV %s\n",
+                 f.usage.prompt_tokens, f.timings.prompt_tokens_per_second, f.usage.completion_tokens,
+                 f.timings.generated_tokens_per_second, std::string(engine::FinishReasonName(f.finish_reason)).c_str(),
+                 e.kv_layout().Describe().c_str());
+    return f.finish_reason == engine::FinishReason::kError ? kExitFailure : kExitOk;
+  }
+}
+
+}  // namespace
+
+Command AddGenerateCommand(CLI::App& parent) {
+  static GenerateArgs args;
+  CLI::App* app = parent.add_subcommand("generate", "Generate text for one prompt");
+  AddModelFlags(app, &args.model);
+  app->add_option("--prompt,-p", args.prompt, "Prompt text")->required();
+  app->add_flag("--chat", args.chat, "Wrap the prompt as a user message in the model's chat template");
+  app->add_option("-n,--max-tokens", args.n, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
+  app->add_option("--ctx-size", args.ctx, "Context length")->check(CLI::Range(8, 1 << 22));
+  app->add_option("--temp", args.temperature, "Temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
+  app->add_option("--top-p", args.top_p, "Top-p")->check(CLI::Range(0.0, 1.0));
+  app->add_option("--top-k", args.top_k, "Top-k (0 = off)")->check(CLI::Range(0, 1 << 20));
+  app->add_option("--min-p", args.min_p, "Min-p")->check(CLI::Range(0.0, 1.0));
+  app->add_option("--repeat-penalty", args.repeat_penalty, "Repetition penalty")->check(CLI::Range(0.01, 10.0));
+  app->add_option("--seed", args.seed, "Seed (-1 = random)");
+  app->add_flag("--ignore-eos", args.ignore_eos, "Keep generating past end-of-sequence tokens");
+  return {app, [] { return Run(args); }};
+}
+
+}  // namespace tq::cli

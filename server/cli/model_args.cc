@@ -1,0 +1,43 @@
+#include "server/cli/model_args.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/loader.h"
+
+namespace tq::cli {
+
+void AddModelFlags(CLI::App* app, ModelArgs* a) {
+  app->add_option("--model,-m", a->model, "GGUF model (default: SmolLM2-135M-Instruct.Q4_1.gguf in model.dir)");
+  app->add_option("--threads,-t", a->threads, "Threads (0 = one per core)")->check(CLI::Range(0, 1024));
+  app->add_option("--kv-k", a->kv.k_format, "K format: auto, f32 or a `tqserve formats` name");
+  app->add_option("--kv-v", a->kv.v_format, "V format: auto, f32 or a `tqserve formats` name");
+  app->add_option("--kv-boundary-layers", a->kv.boundary_layers,
+                  "Keep the first and last N layers at f16")->check(CLI::Range(0, 512));
+}
+
+StatusOr<std::string> ResolveModelPath(const ModelArgs& a) {
+  std::string path = a.model;
+  if (path.empty()) {
+    config::Loader loader;
+    TQ_RETURN_IF_ERROR(loader.Load({.env = config::ProcessEnvironment()}));
+    path = loader.config().model.dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return NotFoundError("model file " + path + " does not exist" +
+                         (a.model.empty() ? " (fetch the default model with scripts/fetch-model.sh)" : ""));
+  }
+  return path;
+}
+
+uint64_t PeakRssBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // kB
+  }
+  return 0;
+}
+
+}  // namespace tq::cli
