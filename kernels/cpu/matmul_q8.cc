@@ -67,6 +67,9 @@ inline float F16(const uint8_t* p) { return LoadHalf(p); }
 
 // ---------------------------------------------------------------- activations
 
+// Blocks with amax at or below this quantize to zero codes (127 / amax would overflow f32 near the subnormals).
+constexpr float kTinyAmax = 1e-30f;
+
 void QuantizeRows(const float* x, int64_t cols, int64_t b_begin, int64_t b_end, uint8_t* acts) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
@@ -88,7 +91,7 @@ void QuantizeRows(const float* x, int64_t cols, int64_t b_begin, int64_t b_end, 
         auto vmax = hn::Zero(df);
         for (int64_t k = 0; k < 32; k += lanes) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + k)));
         amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
-        const auto vinv = hn::Set(df, amax > 0.0f ? 127.0f / amax : 0.0f);
+        const auto vinv = hn::Set(df, amax > kTinyAmax ? 127.0f / amax : 0.0f);
         auto vsum0 = hn::Zero(di), vsum1 = hn::Zero(di);
         for (int64_t k = 0; k < 32; k += lanes) {
           const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, xb + k), vinv));
@@ -103,7 +106,7 @@ void QuantizeRows(const float* x, int64_t cols, int64_t b_begin, int64_t b_end, 
         sum[1] = hn::GetLane(hn::SumOfLanes(di, vsum1));
       } else {  // vectors wider than a half-block
         for (int k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(xb[k]));
-        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        const float inv = amax > kTinyAmax ? 127.0f / amax : 0.0f;
         for (int k = 0; k < 32; ++k) {
           qb[k] = static_cast<int8_t>(std::nearbyint(xb[k] * inv));
           sum[k / 16] += qb[k];

@@ -82,10 +82,11 @@ std::vector<float> MakeActivations(int64_t batch, int64_t cols, std::mt19937& rn
     const float scale = std::exp(normal(rng));  // rows of different magnitudes
     for (int64_t i = 0; i < cols; ++i) x[b * cols + i] = scale * normal(rng);
   }
-  // An all-zero block and a block with one outlier.
-  if (cols >= 64) {
+  // An all-zero block, a block with one outlier and a block of subnormals.
+  if (cols >= 96) {
     std::fill(x.begin(), x.begin() + 32, 0.0f);
     x[40] = 50.0f;
+    for (int i = 64; i < 96; ++i) x[i] = (i % 2 ? 1e-39f : -3e-40f);
   }
   return x;
 }
