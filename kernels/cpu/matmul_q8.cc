@@ -147,11 +147,18 @@ inline void StoreHalves(__m256 v, float* out) {
 }
 #endif
 
+#if TQ_Q8_X86
+// Codes of 32 elements from 16 packed bytes: the bytes in both halves, the upper half shifted by a nibble.
+inline V32 Nibbles(const uint8_t* q) {
+  const V32 v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+  return And15(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)));
+}
+#endif
+
 // Codes of 32 elements from 16 packed bytes: low nibbles first, then high nibbles.
 inline void UnpackNibbles(const uint8_t* __restrict q, uint8_t* __restrict c) {
 #if TQ_Q8_X86
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-  Store32(c, And15(_mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1)));
+  Store32(c, Nibbles(q));
 #else
   for (int j = 0; j < 16; ++j) {
     c[j] = q[j] & 15;
@@ -513,8 +520,7 @@ void DirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int6
       if constexpr (kSigned) {
         c = Load32(blk + kCodes);
       } else {
-        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kCodes));
-        c = And15(_mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1));
+        c = Nibbles(blk + kCodes);
       }
       const __m256 vd = BroadcastF16(blk);
       if constexpr (kType == WeightType::kQ4_0) {
