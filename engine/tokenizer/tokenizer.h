@@ -47,8 +47,12 @@ struct DecodeOptions {
   bool unparse_special = false;  // print control tokens' text instead of nothing
 };
 
+// Immutable once built: Encode and Decode are const and safe to call from many threads at once.
 class Tokenizer {
  public:
+  Tokenizer(const Tokenizer&) = delete;  // token_ids_ holds views into tokens_
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
   // Reads tokenizer.ggml.{model,pre,tokens,scores,token_type,merges,*_token_id,add_*}. Errors name the key.
   static StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const GgufFile& gguf);
 
