@@ -281,8 +281,8 @@ std::string Tokenizer::TokenToPiece(TokenId id, bool unparse_special) const {
     case TokenType::kControl: return unparse_special ? text : std::string();
     case TokenType::kUserDefined: return text;
     case TokenType::kUnused: return {};
-    case TokenType::kUnknown:
-      return kind_ == TokenizerKind::kSentencePiece ? std::string("\xE2\x96\x85") : text;  // U+2585
+    case TokenType::kUnknown:  // its text when special tokens are printed; SentencePiece shows U+2585 otherwise
+      return (unparse_special || kind_ == TokenizerKind::kByteLevelBpe) ? text : std::string("\xE2\x96\x85");
     case TokenType::kByte:
       if (kind_ == TokenizerKind::kSentencePiece) {
         if (const int byte = ParseByteToken(text); byte >= 0) return std::string(1, static_cast<char>(byte));

@@ -111,6 +111,8 @@ TEST(TokenizerTest, SpmSpecialsAndBytes) {
   EXPECT_EQ(t.Decode(t.Encode("Hello world"), {.remove_special = true}), "Hello world");
   EXPECT_EQ(t.TokenToPiece(1, /*unparse_special=*/true), "<s>");
   EXPECT_EQ(t.TokenToPiece(1), "");
+  EXPECT_EQ(t.TokenToPiece(0), "\xE2\x96\x85");  // <unk>
+  EXPECT_EQ(t.TokenToPiece(0, /*unparse_special=*/true), "<unk>");
 }
 
 TEST(TokenizerTest, Stories260K) {
