@@ -25,9 +25,15 @@ RUN --mount=type=cache,target=/root/.cache/tqserve/ccache \
     bash scripts/build.sh -DTQ_BUILD_TESTS=OFF -DTQ_BUILD_BENCH=OFF \
     && install -D -m 0755 build/tqserve /out/bin/tqserve \
     && /out/bin/tqserve --version
-# BAKE_MODEL=1: fetch the default model now (scripts/fetch-model.sh checks its sha256); else /out/models stays empty.
+# BAKE_MODEL=1: fetch the default model now, the way the runtime image would (scripts/fetch-model.sh checks its
+# sha256; the image's python-env.sh stand-in needs only pip, not the test packages); else /out/models stays empty.
 RUN mkdir -p /out/models \
-    && if [ "${BAKE_MODEL}" = 1 ]; then TQ_MODEL_DIR=/out/models bash scripts/fetch-model.sh; fi
+    && if [ "${BAKE_MODEL}" = 1 ]; then \
+         mkdir -p /tmp/fetch && cp scripts/fetch-model.sh deploy/docker/python-env.sh /tmp/fetch/ \
+         && python3 -m venv /tmp/fetch/venv \
+         && TQSERVE_VENV=/tmp/fetch/venv TQ_MODEL_DIR=/out/models bash /tmp/fetch/fetch-model.sh \
+         && rm -rf /tmp/fetch; \
+       fi
 
 FROM ${RUNTIME_IMAGE} AS runtime
 ARG BAKE_MODEL=0
