@@ -14,6 +14,7 @@ struct Symbol {
   size_t len;    // 0 once merged into its left neighbour
   int prev;
   int next;
+  TokenId id;  // the token spelled by the symbol's text, kNoToken if none
 };
 
 struct Candidate {
@@ -32,10 +33,24 @@ struct CandidateOrder {
 }  // namespace
 
 void Tokenizer::EncodeBpe(std::string_view text, std::vector<TokenId>* out) const {
-  for (const std::string& word : PreTokenize(pre_, text)) EncodeBpeWord(BytesToByteLevel(word), out);
+  for (const std::string& word : PreTokenize(pre_, text)) EncodeBpeWord(word, out);
 }
 
-void Tokenizer::EncodeBpeWord(std::string_view word, std::vector<TokenId>* out) const {
+void Tokenizer::EncodeBpeWord(std::string_view raw_word, std::vector<TokenId>* out) const {
+  // The word spelled in the byte alphabet; one symbol per byte, its token from the per-byte table.
+  std::string spelled;
+  spelled.reserve(raw_word.size() * 2);
+  std::vector<Symbol> symbols;
+  symbols.reserve(raw_word.size());
+  for (size_t k = 0; k < raw_word.size(); ++k) {
+    const uint8_t byte = static_cast<uint8_t>(raw_word[k]);
+    const size_t begin = spelled.size();
+    AppendUtf8(ByteToUnicode(byte), &spelled);
+    const int index = static_cast<int>(k);
+    symbols.push_back({begin, spelled.size() - begin, index - 1, k + 1 < raw_word.size() ? index + 1 : -1,
+                       byte_char_tokens_[byte]});
+  }
+  const std::string_view word = spelled;
   // Llama 3's tokenizer ignores the merges for a word that is a token as a whole.
   if (pre_ == PreTokenizer::kLlama3) {
     if (const TokenId id = TextToToken(word); id != kNoToken) {
@@ -43,26 +58,24 @@ void Tokenizer::EncodeBpeWord(std::string_view word, std::vector<TokenId>* out) 
       return;
     }
   }
-  std::vector<Symbol> symbols;
-  for (size_t pos = 0; pos < word.size();) {
-    const size_t len = std::min<size_t>(
-        static_cast<size_t>(Utf8SequenceLength(static_cast<uint8_t>(word[pos]))), word.size() - pos);
-    const int index = static_cast<int>(symbols.size());
-    symbols.push_back({pos, len, index - 1, pos + len < word.size() ? index + 1 : -1});
-    pos += len;
-  }
   std::priority_queue<Candidate, std::vector<Candidate>, CandidateOrder> queue;
   std::string key;
   const auto try_pair = [&](int left, int right) {
     if (left < 0 || right < 0) return;
     const Symbol& l = symbols[static_cast<size_t>(left)];
     const Symbol& r = symbols[static_cast<size_t>(right)];
-    key.assign(word.substr(l.begin, l.len));
-    key += ' ';
-    key += word.substr(r.begin, r.len);
-    auto it = merge_ranks_.find(key);
-    if (it == merge_ranks_.end()) return;
-    queue.push({left, right, it->second, l.len + r.len});
+    int32_t rank = -1;
+    if (l.id != kNoToken && r.id != kNoToken) {
+      auto it = merge_ranks_.find(MergeKey(l.id, r.id));
+      if (it != merge_ranks_.end()) rank = it->second;
+    } else if (!merge_text_ranks_.empty()) {
+      key.assign(word.substr(l.begin, l.len));
+      key += ' ';
+      key += word.substr(r.begin, r.len);
+      auto it = merge_text_ranks_.find(key);
+      if (it != merge_text_ranks_.end()) rank = it->second;
+    }
+    if (rank >= 0) queue.push({left, right, rank, l.len + r.len});
   };
   for (size_t k = 1; k < symbols.size(); ++k) try_pair(static_cast<int>(k - 1), static_cast<int>(k));
   while (!queue.empty()) {
@@ -72,6 +85,7 @@ void Tokenizer::EncodeBpeWord(std::string_view word, std::vector<TokenId>* out) 
     Symbol& r = symbols[static_cast<size_t>(c.right)];
     if (l.len == 0 || r.len == 0 || l.len + r.len != c.len) continue;
     l.len += r.len;
+    l.id = TextToToken(word.substr(l.begin, l.len));
     r.len = 0;
     l.next = r.next;
     if (r.next >= 0) symbols[static_cast<size_t>(r.next)].prev = c.left;
@@ -81,9 +95,8 @@ void Tokenizer::EncodeBpeWord(std::string_view word, std::vector<TokenId>* out) 
   for (int k = symbols.empty() ? -1 : 0; k != -1; k = symbols[static_cast<size_t>(k)].next) {
     const Symbol& s = symbols[static_cast<size_t>(k)];
     const std::string_view piece = word.substr(s.begin, s.len);
-    const TokenId id = TextToToken(piece);
-    if (id != kNoToken) {
-      out->push_back(id);
+    if (s.id != kNoToken) {
+      out->push_back(s.id);
       continue;
     }
     // Not in the vocabulary (a vocabulary without every byte): fall back to single-byte tokens.

@@ -119,6 +119,10 @@ Status Tokenizer::Load(const GgufFile& gguf) {
   if (kind_ == TokenizerKind::kByteLevelBpe) {
     TQ_ASSIGN_OR_RETURN(std::span<const std::string_view> merges,
                         gguf.GetStringArray("tokenizer.ggml.merges"));
+    for (int b = 0; b < 256; ++b) {
+      byte_char_tokens_[static_cast<size_t>(b)] =
+          TextToToken(BytesToByteLevel(std::string(1, static_cast<char>(b))));
+    }
     merge_ranks_.max_load_factor(0.5f);
     merge_ranks_.reserve(merges.size());
     for (size_t rank = 0; rank < merges.size(); ++rank) {
@@ -127,7 +131,13 @@ Status Tokenizer::Load(const GgufFile& gguf) {
         return InvalidArgumentError("GGUF key 'tokenizer.ggml.merges': entry " + std::to_string(rank) +
                                     " is not two tokens separated by a space");
       }
-      merge_ranks_.emplace(std::string(merges[rank]), static_cast<int32_t>(rank));
+      const TokenId left = TextToToken(merges[rank].substr(0, space));
+      const TokenId right = TextToToken(merges[rank].substr(space + 1));
+      if (left != kNoToken && right != kNoToken) {
+        merge_ranks_.emplace(MergeKey(left, right), static_cast<int32_t>(rank));
+      } else {
+        merge_text_ranks_.emplace(std::string(merges[rank]), static_cast<int32_t>(rank));
+      }
     }
     TQ_ASSIGN_OR_RETURN(std::string_view pre, gguf.GetStringOr("tokenizer.ggml.pre", "gpt-2"));
     std::optional<PreTokenizer> p = PreTokenizerFromName(pre);
@@ -281,7 +291,8 @@ std::string Tokenizer::TokenToPiece(TokenId id, bool unparse_special) const {
     case TokenType::kControl: return unparse_special ? text : std::string();
     case TokenType::kUserDefined: return text;
     case TokenType::kUnused: return {};
-    case TokenType::kUnknown:  // its text when special tokens are printed; SentencePiece shows U+2585 otherwise
+    case TokenType::kUnknown:  // its text when special tokens are printed; SentencePiece shows U+2585
+                               // otherwise
       return (unparse_special || kind_ == TokenizerKind::kByteLevelBpe) ? text : std::string("\xE2\x96\x85");
     case TokenType::kByte:
       if (kind_ == TokenizerKind::kSentencePiece) {

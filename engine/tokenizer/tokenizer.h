@@ -8,6 +8,7 @@
 // Ids match llama.cpp's on its test vectors (tests/unit/engine/tokenizer_test.cc).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -90,9 +91,12 @@ class Tokenizer {
   void EncodeSpm(std::string_view text, std::vector<TokenId>* out) const;
   void EncodeSpmSegment(std::string_view text, std::vector<TokenId>* out) const;
   void EncodeBpe(std::string_view text, std::vector<TokenId>* out) const;
-  void EncodeBpeWord(std::string_view word, std::vector<TokenId>* out) const;
+  void EncodeBpeWord(std::string_view raw_word, std::vector<TokenId>* out) const;
   // The <0xXX> token of a byte, else the token spelled by the byte alone, else unk() (kNoToken if none).
   TokenId ByteToken(uint8_t byte) const;
+  static uint64_t MergeKey(TokenId left, TokenId right) {
+    return static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32 | static_cast<uint32_t>(right);
+  }
 
   TokenizerKind kind_ = TokenizerKind::kSentencePiece;
   PreTokenizer pre_ = PreTokenizer::kGpt2;
@@ -101,7 +105,10 @@ class Tokenizer {
   std::vector<float> scores_;
   std::vector<TokenType> types_;
   std::unordered_map<std::string_view, TokenId> token_ids_;  // views into tokens_
-  std::unordered_map<std::string, int32_t> merge_ranks_;     // "left right" -> rank (BPE)
+  // BPE merge ranks by (left id << 32 | right id); merges naming a text that is not a token are kept by text.
+  std::unordered_map<uint64_t, int32_t> merge_ranks_;
+  std::unordered_map<std::string, int32_t> merge_text_ranks_;  // "left right" -> rank
+  std::array<TokenId, 256> byte_char_tokens_{};  // BPE: the token of each byte's byte-alphabet character
   std::vector<TokenId> specials_;  // control, user-defined and unknown tokens, longest text first
   std::vector<TokenId> eog_;
   TokenId bos_ = kNoToken, eos_ = kNoToken, unk_ = kNoToken, pad_ = kNoToken;
