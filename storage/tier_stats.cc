@@ -13,9 +13,13 @@ std::string_view TierErrorName(TierError kind) {
   return "unknown";
 }
 
-void TierStats::RecordRead(uint64_t bytes, uint64_t latency_ns) {
+void TierStats::RecordRead(uint64_t bytes) {
   reads_.fetch_add(1, std::memory_order_relaxed);
   read_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void TierStats::RecordRead(uint64_t bytes, uint64_t latency_ns) {
+  RecordRead(bytes);
   latency_count_.fetch_add(1, std::memory_order_relaxed);
   latency_sum_ns_.fetch_add(latency_ns, std::memory_order_relaxed);
   const double seconds = static_cast<double>(latency_ns) * 1e-9;

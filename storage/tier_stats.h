@@ -43,7 +43,10 @@ class TierStats {
     used_.store(bytes_used, std::memory_order_relaxed);
     pages_.store(pages, std::memory_order_relaxed);
   }
+  // A read with its latency (cold tier: from SubmitReads to the checked bytes in the caller's buffer).
   void RecordRead(uint64_t bytes, uint64_t latency_ns);
+  // A read without a latency sample (RAM tiers: a lookup, nothing worth a histogram).
+  void RecordRead(uint64_t bytes);
   void RecordWrite(uint64_t bytes);
   void RecordError(TierError kind) { errors_[static_cast<size_t>(kind)].fetch_add(1, std::memory_order_relaxed); }
   uint64_t errors(TierError kind) const { return errors_[static_cast<size_t>(kind)].load(std::memory_order_relaxed); }

@@ -27,7 +27,10 @@ class UringQueue final : public IoQueue {
   }
 
   Status Init() {
-    int rc = io_uring_queue_init(depth_, &ring_, 0);
+    // COOP_TASKRUN: completions are run when the task enters the kernel anyway, not by interrupting it
+    // (Linux 5.19); older kernels refuse the flag with EINVAL and get a plain ring.
+    int rc = io_uring_queue_init(depth_, &ring_, IORING_SETUP_COOP_TASKRUN);
+    if (rc == -EINVAL) rc = io_uring_queue_init(depth_, &ring_, 0);
     if (rc < 0) return ErrnoToStatus(-rc, "io_uring_queue_init");
     initialized_ = true;
     return Status::Ok();
@@ -74,15 +77,8 @@ class UringQueue final : public IoQueue {
   }
 
   Status Submit() override {
-    if (pending_.empty()) return Status::Ok();
-    for (uint32_t slot : pending_) {
-      // Never null: at most depth_ requests are outstanding and the ring has >= depth_ entries.
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-      assert(sqe != nullptr);
-      Prepare(sqe, slots_[slot]);
-      io_uring_sqe_set_data64(sqe, slot);
-    }
-    pending_.clear();
+    TQ_RETURN_IF_ERROR(PrepareAll());
+    if (io_uring_sq_ready(&ring_) == 0) return Status::Ok();
     for (;;) {
       int rc = io_uring_submit(&ring_);
       if (rc >= 0) return Status::Ok();
@@ -106,8 +102,19 @@ class UringQueue final : public IoQueue {
   }
 
   Status Wait(std::vector<IoCompletion>* out, size_t min_count, int timeout_ms) override {
-    TQ_RETURN_IF_ERROR(Submit());
     size_t got = Poll(out);
+    if (got == 0 && min_count > 0 && timeout_ms < 0 && !pending_.empty()) {
+      // One system call submits the batch and waits for the first completion.
+      TQ_RETURN_IF_ERROR(PrepareAll());
+      int rc;
+      do {
+        rc = io_uring_submit_and_wait(&ring_, 1);
+      } while (rc == -EINTR);
+      // EAGAIN/EBUSY: the kernel wants completions reaped first; Submit below retries.
+      if (rc < 0 && rc != -EAGAIN && rc != -EBUSY) return ErrnoToStatus(-rc, "io_uring_submit_and_wait");
+      got = Poll(out);
+    }
+    TQ_RETURN_IF_ERROR(Submit());
     while (got < min_count && outstanding_ > 0) {
       io_uring_cqe* cqe = nullptr;
       int rc;
@@ -138,6 +145,19 @@ class UringQueue final : public IoQueue {
     if (it == regions_.begin()) return -1;
     --it;
     return p + length <= it->end ? it->index : -1;
+  }
+
+  // Moves the enqueued requests into submission queue entries.
+  Status PrepareAll() {
+    for (uint32_t slot : pending_) {
+      // Never null: at most depth_ requests are outstanding and the ring has >= depth_ entries.
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+      if (sqe == nullptr) return InternalError("io_uring submission queue full");
+      Prepare(sqe, slots_[slot]);
+      io_uring_sqe_set_data64(sqe, slot);
+    }
+    pending_.clear();
+    return Status::Ok();
   }
 
   void Prepare(io_uring_sqe* sqe, const IoRequest& r) {
