@@ -175,14 +175,21 @@ void KvCodec::EncodeTq(const float* x, int token, uint8_t* page) const {
       double sum = 0.0;
       for (int i = 0; i < seg.dims; ++i) sum += static_cast<double>(y[seg.first + i]) * y[seg.first + i];
       const float norm = static_cast<float>(std::sqrt(sum));
-      const uint16_t norm_half = FloatToHalf(norm);
-      NormSlot(page, layout_, seg.norm_slot)[token] = norm_half;
       const Codebook& book = LloydMaxCodebook(seg.dims, seg.bits);
-      const float stored = HalfToFloat(norm_half);
+      // Norm correction: the stored norm is ||y|| / ||c||, c the vector of chosen centroids, so the decoded
+      // vector has exactly the input's length (the centroids alone fall short of unit length by the MSE).
+      double c2 = 0.0;
       for (int i = 0; i < seg.dims; ++i) {
         const uint32_t code = norm > 0.0f ? static_cast<uint32_t>(book.Quantize(y[seg.first + i] / norm)) : 0u;
         SetCode(group, seg, i, t, code);
-        y[seg.first + i] -= stored * book.centroids[code];  // y becomes the residual, for the QJL sketch
+        c2 += static_cast<double>(book.centroids[code]) * book.centroids[code];
+      }
+      const float corrected = c2 > 0.0 ? static_cast<float>(norm / std::sqrt(c2)) : norm;
+      const uint16_t norm_half = FloatToHalf(corrected);
+      NormSlot(page, layout_, seg.norm_slot)[token] = norm_half;
+      const float stored = HalfToFloat(norm_half);
+      for (int i = 0; i < seg.dims; ++i) {
+        y[seg.first + i] -= stored * book.centroids[GetCode(group, seg, i, t)];  // the residual, for QJL
       }
     } else {  // kSketch: signs of S r and ||r||, r the rotated-domain residual of the MSE code
       double sum = 0.0;

@@ -80,7 +80,7 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                          ::testing::Values(GoldenCase{"../shared/models/stories260K.gguf",
                                                       "tests/golden/stories260K_greedy.json"},
                                            GoldenCase{SmolLm2Path(), "tests/golden/smollm2_greedy.json"}),
-                         [](const auto& info) { return info.index == 0 ? "stories260K" : "SmolLM2"; });
+                         [](const auto& param) { return param.index == 0 ? "stories260K" : "SmolLM2"; });
 
 }  // namespace
 }  // namespace tq::engine
