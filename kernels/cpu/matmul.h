@@ -9,7 +9,7 @@
 //      (x ~ d * q, |q| <= 127), so the products are integer dot products per block, scaled once per block.
 //      Float weights (F32, F16, BF16) multiply X as it is and need no prepared activations (0 bytes).
 //   2. MatMulRows computes a range of rows, kMatMulRowTile rows at a time against up to 4 activation rows held
-//      in registers. Small batches (decode, <= 8 rows of X) of Q8_0 / Q4_0 / Q4_1 unpack the weights in
+//      in registers. Small batches (decode, <= 4 rows of X) of Q8_0 / Q4_0 / Q4_1 unpack the weights in
 //      registers; otherwise the tile's rows are decoded once into a small panel (per-thread scratch) that the
 //      whole batch reuses, in blocks of tokens whose activations stay in L2. Weight rows are prefetched ahead.
 // x86 (AVX2, AVX-512, AVX-512 VNNI) has hand-written integer kernels; other targets run the same loops in

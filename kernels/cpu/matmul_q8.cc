@@ -543,7 +543,7 @@ void DirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int6
   }
 }
 
-constexpr int64_t kDirectMaxBatch = 8;
+constexpr int64_t kDirectMaxBatch = 4;  // beyond it the panel tiles win (they unpack once per token block)
 
 template <WeightType kType>
 void RunDirect(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64_t row_end) {
