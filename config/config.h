@@ -43,12 +43,19 @@ struct LimitsConfig {
   int max_concurrent_requests = 0;   // generation requests at once; 0 = unlimited
 };
 
+struct KvConfig {
+  std::string k_format = "auto";  // auto (f16, or f32 where pages do not fit the head size) | f32 | a format name
+  std::string v_format = "auto";
+  int boundary_layers = 0;        // first and last N layers kept at f16
+};
+
 struct Config {
   LogConfig log;
   ModelConfig model;
   EngineConfig engine;
   ServerConfig server;
   LimitsConfig limits;
+  KvConfig kv;
 };
 
 }  // namespace tq::config

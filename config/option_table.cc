@@ -1,6 +1,8 @@
 #include "config/option_table.h"
 
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace tq::config {
 namespace {
@@ -77,6 +79,15 @@ std::vector<Option> BuildOptionTable(Config* c) {
   Add(&t, "limits.max_concurrent_requests", "max-concurrent-requests",
       "Generation requests served at once; more get 429; 0 = unlimited",
       IntField(&c->limits.max_concurrent_requests, 0, 0, 1 << 20));
+
+  // KV cache.
+  const std::vector<std::string> formats = {"auto", "f32", "f16", "int8", "tq2", "tq3", "tq4", "tq8",
+                                            "tq2.5", "tq3.5", "tq3p", "tq4p"};
+  Add(&t, "kv.k_format", "kv-k", "Key format (`tqserve formats` lists them); auto = f16",
+      EnumField(&c->kv.k_format, "auto", formats));
+  Add(&t, "kv.v_format", "kv-v", "Value format; auto = f16", EnumField(&c->kv.v_format, "auto", formats));
+  Add(&t, "kv.boundary_layers", "kv-boundary-layers", "Keep the first and last N layers' KV at f16",
+      IntField(&c->kv.boundary_layers, 0, 0, 512));
   return t;
 }
 

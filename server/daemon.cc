@@ -76,6 +76,9 @@ int RunDaemon(const config::Config& cfg) {
   eo.max_batch_tokens = cfg.engine.max_batch_tokens;
   eo.max_running = cfg.engine.max_running;
   eo.max_waiting = cfg.engine.max_waiting;
+  eo.kv.k_format = cfg.kv.k_format;
+  eo.kv.v_format = cfg.kv.v_format;
+  eo.kv.boundary_layers = cfg.kv.boundary_layers;
   spdlog::info("loading model {}", eo.model_path);
   const auto t0 = Clock::now();
   auto created = engine::Engine::Create(eo);
@@ -113,9 +116,9 @@ int RunDaemon(const config::Config& cfg) {
   api.limits.default_max_tokens = cfg.limits.default_max_tokens;
   const std::vector<std::string> keys = SplitKeys(cfg.server.api_keys);
 
-  // KV capacity for the usage gauge: every running sequence at full context, f32 K and V.
-  const uint64_t kv_per_token = uint64_t{2} * hp.n_layers * hp.n_kv_heads * hp.head_dim * sizeof(float);
-  Metrics metrics(kv_per_token * eng->ctx_size() * cfg.engine.max_running);
+  // KV capacity for the usage gauge: every running sequence at full context in the configured formats.
+  const double kv_per_token = 2.0 * hp.n_layers * hp.n_kv_heads * hp.head_dim * eng->kv_layout().bits_per_value() / 8;
+  Metrics metrics(static_cast<uint64_t>(kv_per_token * eng->ctx_size() * cfg.engine.max_running));
 
   RouterOptions ro;
   ro.api = api;
