@@ -253,6 +253,29 @@ TEST_P(ColdStoreTest, CorruptPageOnDiskIsDroppedAtReopen) {
   EXPECT_EQ(store->open_report().pages_dropped, 0u);
 }
 
+TEST_P(ColdStoreTest, FileWithADamagedHeaderIsDroppedWhole) {
+  ColdStoreOptions o = Options();
+  o.file_bytes = 4096 + 8 * 16 * 1024;  // 8 slots per file: pages 0-7 in file 0, 8-15 in file 1
+  o.capacity_bytes = 32 * 16 * 1024;     // 4 files
+  {
+    auto store = Open(o);
+    ASSERT_NE(store, nullptr);
+    PutAll(*store, Ids(16), [](uint64_t id) { return id; }, [](uint64_t) { return 500; });
+  }
+  int fd = ::open((dir_.path() + "/cold/cold-0001.tqc").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  const char junk[4] = {'j', 'u', 'n', 'k'};
+  ASSERT_EQ(::pwrite(fd, junk, 4, 0), 4);
+  ::close(fd);
+  auto store = Open(o);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->pages(), 8u);
+  EXPECT_EQ(store->stats().errors(TierError::kDroppedAtOpen), 1u);
+  for (uint64_t id = 0; id < 8; ++id) ExpectPage(*store, id, 500);
+  for (uint64_t id = 8; id < 16; ++id) EXPECT_FALSE(store->Contains(id));
+  EXPECT_TRUE(store->Put(100, PageBytes(100, 500)).ok());  // the dropped file is usable again
+}
+
 TEST_P(ColdStoreTest, CorruptionAndTruncationWhileOpenAreDataLoss) {
   auto store = Open(Options());
   ASSERT_NE(store, nullptr);
