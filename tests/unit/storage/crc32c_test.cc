@@ -26,7 +26,7 @@ TEST(Crc32c, FastMatchesPortableAndStreams) {
   std::mt19937 rng(7);
   std::vector<std::byte> data(70000);
   for (auto& b : data) b = static_cast<std::byte>(rng());
-  for (size_t n : {0u, 1u, 7u, 8u, 9u, 63u, 4096u, 65537u}) {
+  for (size_t n : {0u, 1u, 7u, 8u, 9u, 63u, 3071u, 3072u, 3080u, 4096u, 6144u, 10000u, 65537u}) {
     std::span<const std::byte> s(data.data() + 3, n);  // unaligned start
     ASSERT_EQ(Crc32c(s), Crc32cPortable(s)) << n;
     size_t cut = n / 3;
