@@ -1,13 +1,12 @@
 #include "storage/cold_store.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-
-#include <spdlog/spdlog.h>
 
 #include "storage/page_format.h"
 
@@ -24,7 +23,9 @@ std::span<std::byte> ColdStore::Staging(uint32_t op) const {
   return {staging_.data() + uint64_t{op} * slot_bytes_, slot_bytes_};
 }
 
-void ColdStore::UpdateUsage() { stats_.SetUsage(index_.size() * uint64_t{slot_bytes_}, index_.size()); }
+void ColdStore::UpdateUsage() {
+  stats_.SetUsage(index_.size() * uint64_t{slot_bytes_}, index_.size());
+}
 
 void ColdStore::CountError(const Status& status) {
   switch (status.code()) {
@@ -82,10 +83,10 @@ void ColdStore::FinishRead(Op& op, const IoCompletion& c) {
     StatusOr<PageHeader> header = DecodePage(bytes.first(PageIoBytes(op.length)), options_.max_page_bytes);
     if (!header.ok()) {
       status = header.status().code() == StatusCode::kNotFound ? DataLossError("page header zeroed on disk")
-                                                                  : header.status();
+                                                               : header.status();
     } else if (header->page_id != op.page_id || header->length != op.length) {
-      status = DataLossError("slot " + std::to_string(op.slot) + " holds page " + std::to_string(header->page_id) +
-                             ", expected " + std::to_string(op.page_id));
+      status = DataLossError("slot " + std::to_string(op.slot) + " holds page " +
+                             std::to_string(header->page_id) + ", expected " + std::to_string(op.page_id));
     } else {
       std::memcpy(op.dest.data(), bytes.data() + kPageHeaderBytes, op.length);
       auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - op.start).count();
@@ -123,7 +124,8 @@ void ColdStore::StartBacklog() {
     const ReadRequest& r = w.request;
     auto it = index_.find(r.page_id);
     if (it == index_.end()) {
-      ready_.push_back({r.tag, r.page_id, 0, NotFoundError("page " + std::to_string(r.page_id) + " not in cold tier")});
+      ready_.push_back(
+          {r.tag, r.page_id, 0, NotFoundError("page " + std::to_string(r.page_id) + " not in cold tier")});
       continue;
     }
     if (r.dest.size() < it->second.length) {
@@ -348,8 +350,8 @@ void ColdStore::ReleaseSlot(uint64_t slot) {
   }
   if (!s.ok()) {
     CountError(s);
-    spdlog::warn("cold tier: could not erase slot {} on disk ({}); its page may reappear after a restart", slot,
-                 s.ToString());
+    spdlog::warn("cold tier: could not erase slot {} on disk ({}); its page may reappear after a restart",
+                 slot, s.ToString());
   }
   free_slots_.push_back(slot);
 }

@@ -1,14 +1,15 @@
 // The cold tier: pages in fixed-size slots of files in `cold_dir`, read and written through an IoQueue.
 //
 // Invariants:
-//   - Every page on disk carries a header with its id, a sequence number, its length and a CRC32C (page_format.h),
-//     checked on every read; bytes reach the caller's buffer only after the check passed.
+//   - Every page on disk carries a header with its id, a sequence number, its length and a CRC32C (see
+//     page_format.h), checked on every read; bytes reach the caller's buffer only after the check passed.
 //   - A page's slot is never reused while a read of it is in flight.
 //   - Put writes the whole new slot before the old copy of the same id is erased (header zeroed), so a crash
 //     leaves at least one valid copy; at start-up the highest sequence wins.
 //   - Capacity: capacity_bytes / slot_bytes slots in all; a Put with no free slot is resource_exhausted.
-//   - ENOSPC from fallocate or a write (or a short write) makes Put resource_exhausted and sets admitting() to
-//     false; stored pages stay readable. ResumeAdmission() lets the manager try again after freeing space.
+//   - ENOSPC from fallocate or a write (or a short write) makes Put resource_exhausted and sets
+//     admitting() to false; stored pages stay readable. ResumeAdmission() lets the manager try again after
+//     freeing space.
 //
 // Threading: one thread (the KV manager's I/O thread) calls the methods; stats() and admitting() may be read
 // from any thread.
@@ -32,20 +33,20 @@
 namespace tq::storage {
 
 struct ColdStoreOptions {
-  std::string cold_dir;                          // created if missing
-  uint64_t capacity_bytes = uint64_t{1} << 30;   // budget: whole slots on disk
-  uint32_t max_page_bytes = 64 * 1024;           // largest payload; slot = header + this, 4 KiB aligned
-  uint64_t file_bytes = uint64_t{1} << 30;       // most bytes per cold file (whole slots + the file header)
-  bool direct_io = true;                         // O_DIRECT where the file system allows it
-  uint32_t grow_slots = 64;                      // files grow by fallocate in steps of this many slots; 0 = never
-  IoQueueOptions io;                             // backend and queue depth (when no queue is handed to Open)
+  std::string cold_dir;                         // created if missing
+  uint64_t capacity_bytes = uint64_t{1} << 30;  // budget: whole slots on disk
+  uint32_t max_page_bytes = 64 * 1024;          // largest payload; slot = header + this, 4 KiB aligned
+  uint64_t file_bytes = uint64_t{1} << 30;      // most bytes per cold file (whole slots + the file header)
+  bool direct_io = true;                        // O_DIRECT where the file system allows it
+  uint32_t grow_slots = 64;  // files grow by fallocate in steps of this many slots; 0 = never
+  IoQueueOptions io;         // backend and queue depth (when no queue is handed to Open)
 };
 
 // What Open found on disk.
 struct ColdOpenReport {
-  uint64_t pages_found = 0;      // valid pages now in the index
-  uint64_t pages_dropped = 0;    // corrupt pages (bad header or checksum) dropped
-  uint64_t duplicates = 0;       // older copies of a page id, erased
+  uint64_t pages_found = 0;    // valid pages now in the index
+  uint64_t pages_dropped = 0;  // corrupt pages (bad header or checksum) dropped
+  uint64_t duplicates = 0;     // older copies of a page id, erased
   uint32_t files = 0;
 };
 
@@ -53,25 +54,27 @@ class ColdStore {
  public:
   struct ReadRequest {
     uint64_t page_id = 0;
-    std::span<std::byte> dest;   // receives the payload; at least the page's length
-    uint64_t tag = 0;            // returned in the result
+    std::span<std::byte> dest;  // receives the payload; at least the page's length
+    uint64_t tag = 0;           // returned in the result
   };
   struct ReadResult {
     uint64_t tag = 0;
     uint64_t page_id = 0;
-    uint32_t length = 0;         // payload bytes copied into dest (0 unless status is OK)
-    Status status;               // not_found, data_loss (short read, checksum), io_error, invalid_argument
+    uint32_t length = 0;  // payload bytes copied into dest (0 unless status is OK)
+    Status status;        // not_found, data_loss (short read, checksum), io_error, invalid_argument
   };
 
   // Opens or creates the store and rebuilds the index from the files (corrupt pages dropped and counted).
-  // `queue` replaces the one options.io would make (tests pass a FaultQueue); its files and buffers are set here.
+  // `queue` replaces the one options.io would make (tests pass a FaultQueue); its files and buffers are set
+  // here.
   static StatusOr<std::unique_ptr<ColdStore>> Open(const ColdStoreOptions& options,
                                                    std::unique_ptr<IoQueue> queue = nullptr);
   ~ColdStore();  // finishes requests in flight, syncs and closes the files
   ColdStore(const ColdStore&) = delete;
   ColdStore& operator=(const ColdStore&) = delete;
 
-  // Stores `payload` (<= max_page_bytes) under `page_id`, replacing any earlier page with that id. Synchronous.
+  // Stores `payload` (<= max_page_bytes) under `page_id`, replacing any earlier page with that id.
+  // Synchronous.
   Status Put(uint64_t page_id, std::span<const std::byte> payload);
   struct PutRequest {
     uint64_t page_id = 0;
@@ -85,9 +88,9 @@ class ColdStore {
   // Synchronous read of one page into dest; returns the payload length.
   StatusOr<uint32_t> Read(uint64_t page_id, std::span<std::byte> dest);
 
-  // Asynchronous reads: every request yields exactly one ReadResult from PollReads/WaitReads. Requests past the
-  // queue depth wait in a backlog inside the store; the batch is submitted at once.
-  // Fails only when the queue itself is broken.
+  // Asynchronous reads: every request yields exactly one ReadResult from PollReads/WaitReads. Requests past
+  // the queue depth wait in a backlog inside the store; the batch is submitted at once. Fails only when the
+  // queue itself is broken.
   Status SubmitReads(std::span<const ReadRequest> requests);
   size_t PollReads(std::vector<ReadResult>* out);
   // Blocks until min(min_count, reads outstanding) results were appended.
@@ -114,8 +117,8 @@ class ColdStore {
  private:
   using Clock = std::chrono::steady_clock;
   struct Entry {
-    uint64_t slot = 0;       // global slot number
-    uint32_t length = 0;     // payload bytes
+    uint64_t slot = 0;    // global slot number
+    uint32_t length = 0;  // payload bytes
     uint64_t sequence = 0;
   };
   enum class OpKind : uint8_t { kIdle, kRead, kWrite, kScan };
@@ -126,8 +129,8 @@ class ColdStore {
     uint32_t length = 0;
     std::span<std::byte> dest;
     Clock::time_point start;
-    bool sync = false;       // a Read() call waits on it: the result stays in the op, not in ready_
-    uint64_t sequence = 0;   // kWrite of PutMany: the page's sequence number
+    bool sync = false;           // a Read() call waits on it: the result stays in the op, not in ready_
+    uint64_t sequence = 0;       // kWrite of PutMany: the page's sequence number
     size_t result = ~size_t{0};  // kWrite of PutMany: index into batch_results_
     bool done = false;
     Status status;
@@ -173,28 +176,28 @@ class ColdStore {
   uint64_t slots_per_file_ = 0;
   uint64_t total_slots_ = 0;
 
-  AlignedBuffer staging_;                    // ops_.size() buffers of slot_bytes_, registered with the queue
+  AlignedBuffer staging_;  // ops_.size() buffers of slot_bytes_, registered with the queue
   std::vector<Op> ops_;
   std::vector<uint32_t> free_ops_;
 
-  std::unordered_map<uint64_t, Entry> index_;          // page id -> where it lives
-  std::vector<uint64_t> free_slots_;                   // stack; lowest slot on top after Open
+  std::unordered_map<uint64_t, Entry> index_;            // page id -> where it lives
+  std::vector<uint64_t> free_slots_;                     // stack; lowest slot on top after Open
   std::unordered_map<uint64_t, uint32_t> slot_readers_;  // slot -> reads in flight
   uint64_t next_sequence_ = 1;
-  std::vector<uint64_t> scan_discard_;                 // slots Scan found corrupt or superseded
-  std::vector<Status>* batch_results_ = nullptr;       // PutMany's results while it runs
-  size_t batch_in_flight_ = 0;                         // PutMany writes not yet completed
-  std::vector<uint64_t> superseded_;                   // old slots of overwritten pages, released after a batch
+  std::vector<uint64_t> scan_discard_;            // slots Scan found corrupt or superseded
+  std::vector<Status>* batch_results_ = nullptr;  // PutMany's results while it runs
+  size_t batch_in_flight_ = 0;                    // PutMany writes not yet completed
+  std::vector<uint64_t> superseded_;              // old slots of overwritten pages, released after a batch
 
   struct Waiting {
     ReadRequest request;
     Clock::time_point start;  // when SubmitReads took it: read latency counts the wait for a buffer
   };
-  std::deque<Waiting> backlog_;                        // reads waiting for a staging buffer
-  std::vector<ReadResult> ready_;                      // finished reads not yet returned
-  size_t reads_outstanding_ = 0;                       // submitted to SubmitReads, not yet returned
+  std::deque<Waiting> backlog_;    // reads waiting for a staging buffer
+  std::vector<ReadResult> ready_;  // finished reads not yet returned
+  size_t reads_outstanding_ = 0;   // submitted to SubmitReads, not yet returned
 
-  Status broken_;                                      // set when the queue itself failed; returned from then on
+  Status broken_;  // set when the queue itself failed; returned from then on
   std::atomic<bool> admitting_{true};
   TierStats stats_;
   ColdOpenReport report_;

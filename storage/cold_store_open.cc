@@ -1,5 +1,6 @@
 // ColdStore start-up: files, queue, staging buffers, and the index rebuilt from the page headers.
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,8 +9,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <unordered_set>
-
-#include <spdlog/spdlog.h>
 
 #include "storage/cold_store.h"
 #include "storage/page_format.h"
@@ -66,8 +65,8 @@ Status ColdStore::Init(std::unique_ptr<IoQueue> queue) {
   slots_per_file_ = (o.file_bytes - kFileHeaderBytes) / slot_bytes_;
   total_slots_ = o.capacity_bytes / slot_bytes_;
   if (total_slots_ == 0) {
-    return InvalidArgumentError("capacity_bytes " + std::to_string(o.capacity_bytes) + " is less than one slot (" +
-                                std::to_string(slot_bytes_) + " bytes)");
+    return InvalidArgumentError("capacity_bytes " + std::to_string(o.capacity_bytes) +
+                                " is less than one slot (" + std::to_string(slot_bytes_) + " bytes)");
   }
   std::error_code ec;
   std::filesystem::create_directories(o.cold_dir, ec);
@@ -92,9 +91,10 @@ Status ColdStore::Init(std::unique_ptr<IoQueue> queue) {
   stats_.SetCapacity(o.capacity_bytes);
   TQ_RETURN_IF_ERROR(Scan());
   UpdateUsage();
-  spdlog::info("cold tier: {} pages in {} files under {} ({} dropped as corrupt), backend {}, {} I/O, depth {}",
-               report_.pages_found, report_.files, o.cold_dir, report_.pages_dropped, queue_->name(),
-               direct_ ? "O_DIRECT" : "buffered", depth);
+  spdlog::info(
+      "cold tier: {} pages in {} files under {} ({} dropped as corrupt), backend {}, {} I/O, depth {}",
+      report_.pages_found, report_.files, o.cold_dir, report_.pages_dropped, queue_->name(),
+      direct_ ? "O_DIRECT" : "buffered", depth);
   return Status::Ok();
 }
 
@@ -112,7 +112,8 @@ Status ColdStore::OpenFiles() {
       AlignedBuffer buf(kFileHeaderBytes);
       ssize_t n = ::pread(io.fd, buf.data(), kFileHeaderBytes, 0);
       if (n != static_cast<ssize_t>(kFileHeaderBytes)) {
-        return n < 0 ? ErrnoToStatus(errno, "read header of " + path) : DataLossError("short header in " + path);
+        return n < 0 ? ErrnoToStatus(errno, "read header of " + path)
+                     : DataLossError("short header in " + path);
       }
       StatusOr<FileHeader> h = DecodeFileHeader({buf.data(), buf.size()});
       if (h.ok() && h->slot_bytes != slot_bytes_) {
@@ -146,8 +147,9 @@ void ColdStore::FinishScan(Op& op, const IoCompletion& c) {
   const uint64_t slot = op.slot;
   Status status = c.status;
   const auto index = static_cast<uint32_t>(&op - ops_.data());
-  StatusOr<PageHeader> header = status.ok() ? DecodePage(Staging(index).first(op.length), options_.max_page_bytes)
-                                            : StatusOr<PageHeader>(status);
+  StatusOr<PageHeader> header = status.ok()
+                                    ? DecodePage(Staging(index).first(op.length), options_.max_page_bytes)
+                                    : StatusOr<PageHeader>(status);
   op.kind = OpKind::kIdle;
   free_ops_.push_back(index);
   if (!header.ok() && header.status().code() == StatusCode::kNotFound) return;  // empty slot

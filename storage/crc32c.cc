@@ -28,9 +28,10 @@ constexpr std::array<std::array<uint32_t, 256>, 8> MakeTables() {
 
 constexpr auto kTables = MakeTables();
 
-// Raw CRC register after `kStripe` zero bytes, as four byte-indexed tables: the register is linear over GF(2), so
-// Shift(r) = T0[r & 0xFF] ^ T1[(r >> 8) & 0xFF] ^ T2[(r >> 16) & 0xFF] ^ T3[r >> 24]. This joins three streams
-// computed side by side: register(A || B) = Shift(register(A)) ^ register_from_zero(B), for |B| = kStripe.
+// Raw CRC register after `kStripe` zero bytes, as four byte-indexed tables: the register is linear over
+// GF(2), so Shift(r) = T0[r & 0xFF] ^ T1[(r >> 8) & 0xFF] ^ T2[(r >> 16) & 0xFF] ^ T3[r >> 24]. This joins
+// three streams computed side by side: register(A || B) = Shift(register(A)) ^ register_from_zero(B), for |B|
+// = kStripe.
 constexpr size_t kStripe = 1024;  // bytes per stream per round; a multiple of 8
 
 std::array<std::array<uint32_t, 256>, 4> MakeShiftTables() {
@@ -51,7 +52,8 @@ uint32_t ShiftStripe(uint32_t r) {
 }
 
 #if defined(__x86_64__)
-// The crc32 instruction has a latency of 3 cycles and a throughput of 1: three independent streams keep it busy.
+// The crc32 instruction has a latency of 3 cycles and a throughput of 1: three independent streams keep it
+// busy.
 __attribute__((target("sse4.2"))) uint32_t Crc32cSse42(const unsigned char* p, size_t n, uint32_t crc) {
   uint64_t a = ~crc;
   for (; n >= 3 * kStripe; n -= 3 * kStripe, p += 3 * kStripe) {

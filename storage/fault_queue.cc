@@ -31,7 +31,9 @@ FaultCounts FaultQueue::injected() const {
   return counts_;
 }
 
-uint32_t FaultQueue::outstanding() const { return outstanding_; }
+uint32_t FaultQueue::outstanding() const {
+  return outstanding_;
+}
 
 bool FaultQueue::Fires(const FaultRule& rule, IoOp op, uint64_t number) {
   if (rule.op && *rule.op != op) return false;
@@ -39,7 +41,8 @@ bool FaultQueue::Fires(const FaultRule& rule, IoOp op, uint64_t number) {
   if (rule.kind == FaultKind::kShortRead && op != IoOp::kRead) return false;
   if (std::find(rule.at.begin(), rule.at.end(), number) != rule.at.end()) return true;
   if (rule.every != 0 && (number + 1) % rule.every == 0) return true;
-  if (rule.probability > 0.0) return std::uniform_real_distribution<double>(0.0, 1.0)(rng_) < rule.probability;
+  if (rule.probability > 0.0)
+    return std::uniform_real_distribution<double>(0.0, 1.0)(rng_) < rule.probability;
   return false;
 }
 

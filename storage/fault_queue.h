@@ -1,13 +1,13 @@
 // A fault-injecting IoQueue for tests: wraps a real backend and makes chosen requests fail or slow down.
 //
-// Each request is numbered per op kind (the first read is read 0, the first write is write 0). A rule fires for a
-// request when its number is listed in `at`, when (number + 1) is a multiple of `every`, or with `probability`
-// (drawn from a generator seeded at construction, so runs repeat). What a firing rule does:
+// Each request is numbered per op kind (the first read is read 0, the first write is write 0). A rule fires
+// for a request when its number is listed in `at`, when (number + 1) is a multiple of `every`, or with
+// `probability` (drawn from a generator seeded at construction, so runs repeat). What a firing rule does:
 //   kEio       the request is not performed; it completes with EIO (io_error).
-//   kEnospc    writes only: not performed; completes with ENOSPC (resource_exhausted), like cqe res = -ENOSPC.
+//   kEnospc    writes only: not performed; completes with ENOSPC (resource_exhausted), as cqe res = -ENOSPC.
 //   kShortRead reads only: performed, then reported as half read (data_loss); the unread half is zeroed.
-//   kCorrupt   reads: performed, then one byte of the buffer is flipped. Writes: one byte is flipped before the
-//              write and restored after it, so the file holds corrupt bytes while the caller's buffer does not.
+//   kCorrupt   reads: performed, then one byte of the buffer is flipped. Writes: one byte is flipped before
+//              the write and restored after it: the file holds corrupt bytes, the caller's buffer does not.
 //   kLatency   performed; the completion is held back `latency_us` microseconds after submission.
 // The first matching failure rule wins; latency rules add up and also apply to failed requests.
 #pragma once
@@ -28,11 +28,11 @@ enum class FaultKind : uint8_t { kEio, kEnospc, kShortRead, kCorrupt, kLatency }
 
 struct FaultRule {
   FaultKind kind = FaultKind::kEio;
-  std::optional<IoOp> op;          // which ops it applies to; nullopt = reads and writes
-  std::vector<uint64_t> at;        // op numbers that fault
-  uint64_t every = 0;              // 0 = off
-  double probability = 0.0;        // in [0, 1]
-  uint32_t latency_us = 0;         // kLatency only
+  std::optional<IoOp> op;    // which ops it applies to; nullopt = reads and writes
+  std::vector<uint64_t> at;  // op numbers that fault
+  uint64_t every = 0;        // 0 = off
+  double probability = 0.0;  // in [0, 1]
+  uint32_t latency_us = 0;   // kLatency only
 };
 
 struct FaultCounts {
@@ -44,7 +44,8 @@ class FaultQueue final : public IoQueue {
   FaultQueue(std::unique_ptr<IoQueue> inner, uint64_t seed);
   ~FaultQueue() override;
 
-  // Rules may change between requests (e.g. "the disk fills now"); they apply to requests enqueued afterwards.
+  // Rules may change between requests (e.g. "the disk fills now"); they apply to requests enqueued
+  // afterwards.
   void AddRule(FaultRule rule);
   void ClearRules();
   FaultCounts injected() const;
@@ -65,27 +66,28 @@ class FaultQueue final : public IoQueue {
     IoRequest request;
     std::optional<FaultKind> failure;  // kEio, kEnospc, kShortRead or kCorrupt
     uint32_t latency_us = 0;
-    uint32_t corrupt_at = 0;           // byte offset flipped for kCorrupt
-    bool forwarded = false;            // handed to the inner queue
-    Clock::time_point ready;           // earliest time the completion may be returned
+    uint32_t corrupt_at = 0;  // byte offset flipped for kCorrupt
+    bool forwarded = false;   // handed to the inner queue
+    Clock::time_point ready;  // earliest time the completion may be returned
   };
 
   bool Fires(const FaultRule& rule, IoOp op, uint64_t number);
-  // Turns an inner completion (or a not-forwarded record) into the caller's completion and parks it until ready.
+  // Turns an inner completion (or a not-forwarded record) into the caller's completion and parks it until
+  // ready.
   void Finish(uint32_t id, const IoCompletion* inner);
   size_t ReleaseReady(std::vector<IoCompletion>* out);
   void DrainInner();
 
   std::unique_ptr<IoQueue> inner_;
   std::string name_;
-  mutable std::mutex mu_;            // guards rules_, rng_ and counts_ (set from a test thread)
+  mutable std::mutex mu_;  // guards rules_, rng_ and counts_ (set from a test thread)
   std::vector<FaultRule> rules_;
   std::mt19937_64 rng_;
   FaultCounts counts_;
   uint64_t reads_seen_ = 0, writes_seen_ = 0;
-  std::vector<Record> records_;      // indexed by id, the inner request's user_data
+  std::vector<Record> records_;  // indexed by id, the inner request's user_data
   std::vector<uint32_t> free_ids_;
-  std::vector<uint32_t> pending_;    // enqueued, not yet submitted
+  std::vector<uint32_t> pending_;                        // enqueued, not yet submitted
   std::vector<std::pair<uint32_t, IoCompletion>> held_;  // finished, waiting for their ready time
   uint32_t outstanding_ = 0;
 };

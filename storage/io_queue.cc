@@ -1,14 +1,13 @@
 #include "storage/io_queue.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
-
-#include <spdlog/spdlog.h>
 
 #include "storage/pread_queue.h"
 #include "storage/uring_queue.h"
@@ -47,7 +46,8 @@ StatusOr<IoFile> OpenIoFile(const std::string& path, bool create, bool want_dire
     int fd = ::open(path.c_str(), base | O_DIRECT, 0644);
     if (fd >= 0) return IoFile{fd, true};
     if (errno != EINVAL) return ErrnoToStatus(errno, "open " + path);
-    spdlog::info("cold tier: O_DIRECT refused for {} (file system does not support it); using buffered I/O", path);
+    spdlog::info("cold tier: O_DIRECT refused for {} (file system does not support it); using buffered I/O",
+                 path);
   }
   int fd = ::open(path.c_str(), base, 0644);
   if (fd < 0) return ErrnoToStatus(errno, "open " + path);
@@ -58,14 +58,17 @@ AlignedBuffer::AlignedBuffer(size_t bytes) {
   if (bytes == 0) return;
   size_t rounded = AlignUp(bytes, kIoAlignment);
   data_ = static_cast<std::byte*>(std::aligned_alloc(kIoAlignment, rounded));
-  // Allocation failure of a few MiB is not an expected outcome in this server: it is a bug or a dying machine.
+  // Allocation failure of a few MiB is not an expected outcome in this server: it is a bug or a dying
+  // machine.
   assert(data_ != nullptr);
   if (data_ == nullptr) std::abort();
   std::memset(data_, 0, rounded);
   size_ = bytes;
 }
 
-AlignedBuffer::~AlignedBuffer() { std::free(data_); }
+AlignedBuffer::~AlignedBuffer() {
+  std::free(data_);
+}
 
 AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}

@@ -1,8 +1,8 @@
 // The cold tier's I/O queue: a small interface in the style of NIXL's POSIX plugin.
 //
-// A caller enqueues reads and writes of whole buffers at byte offsets of registered files, submits them in one
-// batch (Submit), and collects completions (Poll without blocking, Wait with a minimum count). Every request ends in
-// exactly one IoCompletion carrying its own Status:
+// A caller enqueues reads and writes of whole buffers at byte offsets of registered files, submits them in
+// one batch (Submit), and collects completions (Poll without blocking, Wait with a minimum count). Every
+// request ends in exactly one IoCompletion carrying its own Status:
 //   - the OS error as ErrnoToStatus (ENOSPC -> resource_exhausted, EIO -> io_error, ...),
 //   - a short read (fewer bytes than asked, e.g. past the end of the file) -> data_loss,
 //   - a short write (the file system ran out of space part way) -> resource_exhausted.
@@ -34,17 +34,17 @@ enum class IoOp : uint8_t { kRead, kWrite };
 
 struct IoRequest {
   IoOp op = IoOp::kRead;
-  uint32_t file = 0;        // index into the files given to RegisterFiles
-  uint64_t offset = 0;      // bytes from the start of the file; kIoAlignment-aligned for O_DIRECT files
-  void* buf = nullptr;      // kIoAlignment-aligned for O_DIRECT files
-  uint32_t length = 0;      // bytes; a multiple of kIoAlignment for O_DIRECT files
-  uint64_t user_data = 0;   // returned untouched in the completion
+  uint32_t file = 0;       // index into the files given to RegisterFiles
+  uint64_t offset = 0;     // bytes from the start of the file; kIoAlignment-aligned for O_DIRECT files
+  void* buf = nullptr;     // kIoAlignment-aligned for O_DIRECT files
+  uint32_t length = 0;     // bytes; a multiple of kIoAlignment for O_DIRECT files
+  uint64_t user_data = 0;  // returned untouched in the completion
 };
 
 struct IoCompletion {
   uint64_t user_data = 0;
   IoOp op = IoOp::kRead;
-  uint32_t bytes = 0;       // bytes transferred (may be < length when status is not OK)
+  uint32_t bytes = 0;  // bytes transferred (may be < length when status is not OK)
   Status status;
 };
 

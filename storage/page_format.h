@@ -28,8 +28,9 @@ struct PageHeader {
   uint16_t version = kFormatVersion;
   uint16_t header_bytes = kPageHeaderBytes;
   uint64_t page_id = 0;
-  uint64_t sequence = 0;  // store-wide write number; of two slots with one page id the higher wins at start-up
-  uint32_t length = 0;    // payload bytes
+  uint64_t sequence =
+      0;                // store-wide write number; of two slots with one page id the higher wins at start-up
+  uint32_t length = 0;  // payload bytes
   uint32_t checksum = 0;  // CRC32C of the header (with this field 0) followed by the payload
   uint8_t reserved[32] = {};
 };
@@ -39,9 +40,9 @@ struct FileHeader {
   uint32_t magic = kFileMagic;
   uint16_t version = kFormatVersion;
   uint16_t reserved0 = 0;
-  uint32_t slot_bytes = 0;   // S above
-  uint32_t file_index = 0;   // n in cold-<n>.tqc
-  uint32_t checksum = 0;     // CRC32C of this header with this field 0
+  uint32_t slot_bytes = 0;  // S above
+  uint32_t file_index = 0;  // n in cold-<n>.tqc
+  uint32_t checksum = 0;    // CRC32C of this header with this field 0
   uint8_t reserved[44] = {};
 };
 static_assert(sizeof(FileHeader) == 64);
@@ -56,7 +57,8 @@ uint32_t EncodePage(uint64_t page_id, uint64_t sequence, std::span<const std::by
 
 // Checks the page at the start of `in` (the bytes read for one slot):
 //   not_found  the slot is empty (zero magic);
-//   data_loss  wrong magic, version or header size, a length past `max_payload` or past `in`, or a bad checksum.
+//   data_loss  wrong magic, version or header size, a length past `max_payload` or past `in`, or a bad
+//              checksum.
 // On success returns the header; the payload is in[kPageHeaderBytes, kPageHeaderBytes + length).
 StatusOr<PageHeader> DecodePage(std::span<const std::byte> in, uint32_t max_payload);
 

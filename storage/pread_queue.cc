@@ -13,14 +13,15 @@
 namespace tq::storage {
 namespace {
 
-// Reads or writes the whole range, continuing after partial transfers. Returns bytes moved, or -errno when a call
-// failed (even after some bytes moved: the error is what the caller must see, e.g. ENOSPC part way).
+// Reads or writes the whole range, continuing after partial transfers. Returns bytes moved, or -errno when a
+// call failed (even after some bytes moved: the error is what the caller must see, e.g. ENOSPC part way).
 int64_t TransferAll(int fd, const IoRequest& r) {
   auto* p = static_cast<std::byte*>(r.buf);
   uint64_t done = 0;
   while (done < r.length) {
-    ssize_t n = r.op == IoOp::kRead ? ::pread(fd, p + done, r.length - done, static_cast<off_t>(r.offset + done))
-                                    : ::pwrite(fd, p + done, r.length - done, static_cast<off_t>(r.offset + done));
+    ssize_t n = r.op == IoOp::kRead
+                    ? ::pread(fd, p + done, r.length - done, static_cast<off_t>(r.offset + done))
+                    : ::pwrite(fd, p + done, r.length - done, static_cast<off_t>(r.offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return -errno;
@@ -135,10 +136,10 @@ class PreadQueue final : public IoQueue {
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
   std::vector<int> fds_;
-  std::vector<IoRequest> pending_;     // enqueued, not yet submitted
-  std::deque<IoRequest> work_;         // submitted, not yet picked by a worker
-  std::vector<IoCompletion> done_;     // finished, not yet polled
-  uint32_t outstanding_ = 0;           // pending_ + work_ + in workers + done_
+  std::vector<IoRequest> pending_;  // enqueued, not yet submitted
+  std::deque<IoRequest> work_;      // submitted, not yet picked by a worker
+  std::vector<IoCompletion> done_;  // finished, not yet polled
+  uint32_t outstanding_ = 0;        // pending_ + work_ + in workers + done_
   bool stopping_ = false;
   std::vector<std::thread> workers_;
 };

@@ -1,35 +1,38 @@
 #include "storage/ram_tier.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/mman.h>
 
 #include <cerrno>
 #include <cstring>
 
-#include <spdlog/spdlog.h>
-
 namespace tq::storage {
 
 StatusOr<std::unique_ptr<RamTier>> RamTier::Open(const RamTierOptions& options) {
-  if (options.max_page_bytes == 0) return InvalidArgumentError(options.name + " tier: max_page_bytes must be > 0");
+  if (options.max_page_bytes == 0)
+    return InvalidArgumentError(options.name + " tier: max_page_bytes must be > 0");
   std::unique_ptr<RamTier> tier(new RamTier(options));
   tier->slot_bytes_ = (options.max_page_bytes + 63u) / 64u * 64u;
   tier->slots_ = options.capacity_bytes / tier->slot_bytes_;
   if (tier->slots_ == 0) {
-    return InvalidArgumentError(options.name + " tier: capacity_bytes " + std::to_string(options.capacity_bytes) +
-                                " is less than one slot of " + std::to_string(tier->slot_bytes_) + " bytes");
+    return InvalidArgumentError(options.name + " tier: capacity_bytes " +
+                                std::to_string(options.capacity_bytes) + " is less than one slot of " +
+                                std::to_string(tier->slot_bytes_) + " bytes");
   }
   tier->arena_bytes_ = tier->slots_ * tier->slot_bytes_;
-  void* p = ::mmap(nullptr, tier->arena_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-  if (p == MAP_FAILED) return ErrnoToStatus(errno, options.name + " tier: reserve " +
-                                                       std::to_string(tier->arena_bytes_) + " bytes");
+  void* p = ::mmap(nullptr, tier->arena_bytes_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return ErrnoToStatus(errno,
+                         options.name + " tier: reserve " + std::to_string(tier->arena_bytes_) + " bytes");
   tier->arena_ = static_cast<std::byte*>(p);
   if (options.lock_memory) {
     if (::mlock(p, tier->arena_bytes_) == 0) {
       tier->locked_ = true;
     } else {
-      spdlog::warn("{} tier: mlock of {} bytes refused ({}); running unlocked (raise RLIMIT_MEMLOCK to pin it)",
-                   options.name, tier->arena_bytes_, std::strerror(errno));
+      spdlog::warn(
+          "{} tier: mlock of {} bytes refused ({}); running unlocked (raise RLIMIT_MEMLOCK to pin it)",
+          options.name, tier->arena_bytes_, std::strerror(errno));
     }
   }
   tier->free_slots_.reserve(tier->slots_);
@@ -51,8 +54,8 @@ StatusOr<std::span<std::byte>> RamTier::Allocate(uint64_t page_id, uint32_t leng
   if (it == index_.end()) {
     if (free_slots_.empty()) {
       stats_.RecordError(TierError::kOverBudget);
-      return ResourceExhaustedError(options_.name + " tier: budget of " + std::to_string(options_.capacity_bytes) +
-                                    " bytes is full");
+      return ResourceExhaustedError(options_.name + " tier: budget of " +
+                                    std::to_string(options_.capacity_bytes) + " bytes is full");
     }
     it = index_.emplace(page_id, Entry{free_slots_.back(), 0}).first;
     free_slots_.pop_back();
@@ -78,7 +81,8 @@ std::optional<std::span<const std::byte>> RamTier::Get(uint64_t page_id) {
 
 StatusOr<uint32_t> RamTier::Read(uint64_t page_id, std::span<std::byte> dest) {
   auto it = index_.find(page_id);
-  if (it == index_.end()) return NotFoundError(options_.name + " tier: page " + std::to_string(page_id) + " absent");
+  if (it == index_.end())
+    return NotFoundError(options_.name + " tier: page " + std::to_string(page_id) + " absent");
   if (dest.size() < it->second.length) return InvalidArgumentError("read buffer smaller than the page");
   if (it->second.length > 0) std::memcpy(dest.data(), SlotData(it->second.slot), it->second.length);
   stats_.RecordRead(it->second.length);
@@ -87,7 +91,8 @@ StatusOr<uint32_t> RamTier::Read(uint64_t page_id, std::span<std::byte> dest) {
 
 Status RamTier::Erase(uint64_t page_id) {
   auto it = index_.find(page_id);
-  if (it == index_.end()) return NotFoundError(options_.name + " tier: page " + std::to_string(page_id) + " absent");
+  if (it == index_.end())
+    return NotFoundError(options_.name + " tier: page " + std::to_string(page_id) + " absent");
   free_slots_.push_back(it->second.slot);
   index_.erase(it);
   UpdateUsage();

@@ -1,12 +1,12 @@
 // The hot and warm tiers on the host: a byte-budgeted arena of fixed-size page slots in RAM.
 //
-// The warm tier asks for its arena to be locked in memory (mlock: no swapping, and pinned host memory for DMA when
-// CUDA lands); where the limit (RLIMIT_MEMLOCK) refuses it, the tier logs it and runs unlocked (locked() false).
-// The hot tier on a machine without a GPU is the same arena without locking. Pages are read in place (Get: a view
-// into the arena that stays valid until the page is erased or replaced) or copied out (Read).
+// The warm tier asks for its arena to be locked in memory (mlock: no swapping, and pinned host memory for DMA
+// when CUDA lands); where the limit (RLIMIT_MEMLOCK) refuses it, the tier logs it and runs unlocked (locked()
+// false). The hot tier on a machine without a GPU is the same arena without locking. Pages are read in place
+// (Get: a view into the arena that stays valid until the page is erased or replaced) or copied out (Read).
 //
-// Invariants: capacity_bytes / slot_bytes slots; a Put or Allocate with no free slot is resource_exhausted and
-// changes nothing. Threading: one thread calls the methods; stats() may be read from any thread.
+// Invariants: capacity_bytes / slot_bytes slots; a Put or Allocate with no free slot is resource_exhausted
+// and changes nothing. Threading: one thread calls the methods; stats() may be read from any thread.
 #pragma once
 
 #include <cstdint>
@@ -23,10 +23,10 @@
 namespace tq::storage {
 
 struct RamTierOptions {
-  std::string name = "hot";       // for logs: "hot" or "warm"
-  uint64_t capacity_bytes = 0;    // budget: whole slots
-  uint32_t max_page_bytes = 0;    // largest page; a slot is this rounded up to 64 bytes
-  bool lock_memory = false;       // mlock the arena (the warm tier)
+  std::string name = "hot";     // for logs: "hot" or "warm"
+  uint64_t capacity_bytes = 0;  // budget: whole slots
+  uint32_t max_page_bytes = 0;  // largest page; a slot is this rounded up to 64 bytes
+  bool lock_memory = false;     // mlock the arena (the warm tier)
 };
 
 class RamTier {

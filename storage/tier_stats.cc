@@ -44,7 +44,8 @@ TierStatsSnapshot TierStats::Snapshot() const {
   s.write_bytes = write_bytes_.load(std::memory_order_relaxed);
   s.read_latency_count = latency_count_.load(std::memory_order_relaxed);
   s.read_latency_sum_seconds = static_cast<double>(latency_sum_ns_.load(std::memory_order_relaxed)) * 1e-9;
-  for (size_t i = 0; i < buckets_.size(); ++i) s.read_latency_buckets[i] = buckets_[i].load(std::memory_order_relaxed);
+  for (size_t i = 0; i < buckets_.size(); ++i)
+    s.read_latency_buckets[i] = buckets_[i].load(std::memory_order_relaxed);
   for (size_t i = 0; i < errors_.size(); ++i) s.errors[i] = errors_[i].load(std::memory_order_relaxed);
   return s;
 }

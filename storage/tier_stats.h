@@ -10,8 +10,8 @@
 namespace tq::storage {
 
 // Upper bounds (seconds) of the read latency histogram buckets; one more bucket, +Inf, follows.
-inline constexpr std::array<double, 12> kReadLatencyBuckets = {
-    25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 100e-3, 1.0};
+inline constexpr std::array<double, 12> kReadLatencyBuckets = {25e-6,  50e-6, 100e-6, 250e-6, 500e-6, 1e-3,
+                                                               2.5e-3, 5e-3,  10e-3,  25e-3,  100e-3, 1.0};
 
 // Kinds of error a tier counts; names are stable (metric label values).
 enum class TierError : uint8_t {
@@ -25,11 +25,11 @@ inline constexpr size_t kTierErrorKinds = 5;
 std::string_view TierErrorName(TierError kind);
 
 struct TierStatsSnapshot {
-  uint64_t bytes_used = 0;        // bytes the tier's pages occupy (cold: whole slots on disk)
-  uint64_t bytes_capacity = 0;    // the tier's budget
+  uint64_t bytes_used = 0;      // bytes the tier's pages occupy (cold: whole slots on disk)
+  uint64_t bytes_capacity = 0;  // the tier's budget
   uint64_t pages = 0;
-  uint64_t reads = 0, writes = 0;             // completed successfully
-  uint64_t read_bytes = 0, write_bytes = 0;   // payload bytes
+  uint64_t reads = 0, writes = 0;            // completed successfully
+  uint64_t read_bytes = 0, write_bytes = 0;  // payload bytes
   uint64_t read_latency_count = 0;
   double read_latency_sum_seconds = 0.0;
   std::array<uint64_t, kReadLatencyBuckets.size() + 1> read_latency_buckets{};  // per bucket, not cumulative
@@ -48,8 +48,12 @@ class TierStats {
   // A read without a latency sample (RAM tiers: a lookup, nothing worth a histogram).
   void RecordRead(uint64_t bytes);
   void RecordWrite(uint64_t bytes);
-  void RecordError(TierError kind) { errors_[static_cast<size_t>(kind)].fetch_add(1, std::memory_order_relaxed); }
-  uint64_t errors(TierError kind) const { return errors_[static_cast<size_t>(kind)].load(std::memory_order_relaxed); }
+  void RecordError(TierError kind) {
+    errors_[static_cast<size_t>(kind)].fetch_add(1, std::memory_order_relaxed);
+  }
+  uint64_t errors(TierError kind) const {
+    return errors_[static_cast<size_t>(kind)].load(std::memory_order_relaxed);
+  }
 
   TierStatsSnapshot Snapshot() const;
 

@@ -1,12 +1,11 @@
 #include "storage/uring_queue.h"
 
 #include <liburing.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-
-#include <spdlog/spdlog.h>
 
 namespace tq::storage {
 namespace {
@@ -61,7 +60,8 @@ class UringQueue final : public IoQueue {
       auto base = reinterpret_cast<uintptr_t>(regions[i].iov_base);
       regions_.push_back({base, base + regions[i].iov_len, static_cast<int>(i)});
     }
-    std::sort(regions_.begin(), regions_.end(), [](const Region& a, const Region& b) { return a.begin < b.begin; });
+    std::sort(regions_.begin(), regions_.end(),
+              [](const Region& a, const Region& b) { return a.begin < b.begin; });
     return Status::Ok();
   }
 
@@ -164,11 +164,15 @@ class UringQueue final : public IoQueue {
     int fd = fixed_files_ ? static_cast<int>(r.file) : fds_[r.file];
     int buf_index = FixedBufferIndex(r.buf, r.length);
     if (r.op == IoOp::kRead) {
-      if (buf_index >= 0) io_uring_prep_read_fixed(sqe, fd, r.buf, r.length, r.offset, buf_index);
-      else io_uring_prep_read(sqe, fd, r.buf, r.length, r.offset);
+      if (buf_index >= 0)
+        io_uring_prep_read_fixed(sqe, fd, r.buf, r.length, r.offset, buf_index);
+      else
+        io_uring_prep_read(sqe, fd, r.buf, r.length, r.offset);
     } else {
-      if (buf_index >= 0) io_uring_prep_write_fixed(sqe, fd, r.buf, r.length, r.offset, buf_index);
-      else io_uring_prep_write(sqe, fd, r.buf, r.length, r.offset);
+      if (buf_index >= 0)
+        io_uring_prep_write_fixed(sqe, fd, r.buf, r.length, r.offset, buf_index);
+      else
+        io_uring_prep_write(sqe, fd, r.buf, r.length, r.offset);
     }
     if (fixed_files_) sqe->flags |= IOSQE_FIXED_FILE;
   }
@@ -187,10 +191,10 @@ class UringQueue final : public IoQueue {
   bool initialized_ = false;
   std::vector<int> fds_;
   bool fixed_files_ = false;
-  std::vector<Region> regions_;          // registered buffers, sorted by begin
-  std::vector<IoRequest> slots_;         // [depth_]: the request behind each sqe's user_data
+  std::vector<Region> regions_;   // registered buffers, sorted by begin
+  std::vector<IoRequest> slots_;  // [depth_]: the request behind each sqe's user_data
   std::vector<uint32_t> free_slots_;
-  std::vector<uint32_t> pending_;        // enqueued slots not yet submitted
+  std::vector<uint32_t> pending_;  // enqueued slots not yet submitted
   std::atomic<uint32_t> outstanding_{0};
 };
 

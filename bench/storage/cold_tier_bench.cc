@@ -1,15 +1,15 @@
-// bench_cold_tier: random page reads from one file through the cold tier's IoQueue backends, side by side with
-// fio on the same file and flags.
+// bench_cold_tier: random page reads from one file through the cold tier's IoQueue backends, side by side
+// with fio on the same file and flags.
 //
 //   bench_cold_tier [--dir D] [--file-mb N] [--seconds S] [--sizes 4,16,64,256] [--depths 1,8,32,128]
 //                   [--repeat R] [--buffered] [--no-fio]
 //
 // Every cell keeps `depth` reads of `size` KiB in flight at uniformly random aligned offsets for S seconds, R
-// times per engine with the engines interleaved (io_uring, pread, fio, io_uring, ...); the table shows the median
-// of the R runs, which matters on shared or virtual disks whose speed drifts by tens of percent.
-// Both backends open the file with O_DIRECT (unless --buffered) and register it and their buffers; the pread
-// backend runs one worker per unit of depth. fio runs with ioengine=io_uring, the same O_DIRECT flag, block size
-// and depth, fixedbufs and registerfiles; the last column is io_uring MB/s over fio MB/s.
+// times per engine with the engines interleaved (io_uring, pread, fio, io_uring, ...); the table shows the
+// median of the R runs, which matters on shared or virtual disks whose speed drifts by tens of percent. Both
+// backends open the file with O_DIRECT (unless --buffered) and register it and their buffers; the pread
+// backend runs one worker per unit of depth. fio runs with ioengine=io_uring, the same O_DIRECT flag, block
+// size and depth, fixedbufs and registerfiles; the last column is io_uring MB/s over fio MB/s.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,12 +20,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "storage/crc32c.h"
 #include "storage/io_queue.h"
@@ -58,16 +57,26 @@ std::optional<Args> ParseArgs(int argc, char** argv) {
     std::string k = argv[i];
     auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     const char* v = nullptr;
-    if (k == "--buffered") a.direct = false;
-    else if (k == "--no-fio") a.fio = false;
-    else if ((v = next()) == nullptr) return std::nullopt;
-    else if (k == "--dir") a.dir = v;
-    else if (k == "--file-mb") a.file_mb = std::stoull(v);
-    else if (k == "--seconds") a.seconds = std::stod(v);
-    else if (k == "--repeat") a.repeat = std::max(1, std::stoi(v));
-    else if (k == "--sizes") a.sizes_kib = ParseList(v);
-    else if (k == "--depths") a.depths = ParseList(v);
-    else return std::nullopt;
+    if (k == "--buffered")
+      a.direct = false;
+    else if (k == "--no-fio")
+      a.fio = false;
+    else if ((v = next()) == nullptr)
+      return std::nullopt;
+    else if (k == "--dir")
+      a.dir = v;
+    else if (k == "--file-mb")
+      a.file_mb = std::stoull(v);
+    else if (k == "--seconds")
+      a.seconds = std::stod(v);
+    else if (k == "--repeat")
+      a.repeat = std::max(1, std::stoi(v));
+    else if (k == "--sizes")
+      a.sizes_kib = ParseList(v);
+    else if (k == "--depths")
+      a.depths = ParseList(v);
+    else
+      return std::nullopt;
   }
   return a;
 }
@@ -76,7 +85,8 @@ std::optional<Args> ParseArgs(int argc, char** argv) {
 Status PrepareFile(const std::string& path, uint64_t bytes) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == bytes) return Status::Ok();
-  std::fprintf(stderr, "writing %llu MiB to %s ...\n", static_cast<unsigned long long>(bytes >> 20), path.c_str());
+  std::fprintf(stderr, "writing %llu MiB to %s ...\n", static_cast<unsigned long long>(bytes >> 20),
+               path.c_str());
   TQ_ASSIGN_OR_RETURN(IoFile f, OpenIoFile(path, true, true));
   constexpr size_t kChunk = 4 << 20;
   AlignedBuffer buf(kChunk);
@@ -167,7 +177,8 @@ Result Median(std::vector<Result> v) {
   return v[v.size() / 2];
 }
 
-// What ColdStore adds to every read on top of the I/O: a CRC32C over the page and a copy out of the staging buffer.
+// What ColdStore adds to every read on top of the I/O: a CRC32C over the page and a copy out of the staging
+// buffer.
 void PrintPerReadCpuCost() {
   constexpr size_t kBytes = 256 * 1024;
   constexpr int kRounds = 4000;
@@ -188,13 +199,16 @@ void PrintPerReadCpuCost() {
               total / std::chrono::duration<double>(t2 - t1).count() / 1e9, crc);
 }
 
-bool HaveFio() { return std::system("fio --version >/dev/null 2>&1") == 0; }
+bool HaveFio() {
+  return std::system("fio --version >/dev/null 2>&1") == 0;
+}
 
 int Main(int argc, char** argv) {
   std::optional<Args> args = ParseArgs(argc, argv);
   if (!args) {
-    std::fprintf(stderr, "usage: bench_cold_tier [--dir D] [--file-mb N] [--seconds S] [--sizes 4,16,64,256] "
-                         "[--depths 1,8,32,128] [--repeat R] [--buffered] [--no-fio]\n");
+    std::fprintf(stderr,
+                 "usage: bench_cold_tier [--dir D] [--file-mb N] [--seconds S] [--sizes 4,16,64,256] "
+                 "[--depths 1,8,32,128] [--repeat R] [--buffered] [--no-fio]\n");
     return 2;
   }
   const Args& a = *args;
@@ -204,7 +218,8 @@ int Main(int argc, char** argv) {
     return 1;
   }
   bool fio = a.fio && HaveFio();
-  if (a.fio && !fio) std::fprintf(stderr, "fio not installed (Debian package fio): its columns are skipped\n");
+  if (a.fio && !fio)
+    std::fprintf(stderr, "fio not installed (Debian package fio): its columns are skipped\n");
   StatusOr<IoFile> probe = OpenIoFile(path, false, a.direct);
   if (!probe.ok()) {
     std::fprintf(stderr, "%s\n", probe.status().ToString().c_str());
@@ -213,8 +228,8 @@ int Main(int argc, char** argv) {
   bool direct = probe->direct;
   ::close(probe->fd);
   std::printf("file %s, %llu MiB, %s, random reads, median of %d runs of %.1f s per cell and engine\n",
-              path.c_str(), static_cast<unsigned long long>(a.file_mb), direct ? "O_DIRECT" : "buffered", a.repeat,
-              a.seconds);
+              path.c_str(), static_cast<unsigned long long>(a.file_mb), direct ? "O_DIRECT" : "buffered",
+              a.repeat, a.seconds);
   PrintPerReadCpuCost();
   std::printf("%7s %6s | %10s %9s | %10s %9s | %10s %9s | %9s\n", "size", "depth", "uring MB/s", "IOPS",
               "pread MB/s", "IOPS", "fio MB/s", "IOPS", "uring/fio");
@@ -234,9 +249,12 @@ int Main(int argc, char** argv) {
       Result ur = Median(us), pr = Median(ps);
       std::optional<Result> f;
       if (!fs.empty()) f = Median(fs);
-      std::printf("%5uKiB %6u | %10.1f %9.0f | %10.1f %9.0f | ", kib, depth, ur.mb_s, ur.iops, pr.mb_s, pr.iops);
-      if (f) std::printf("%10.1f %9.0f | %9.2f\n", f->mb_s, f->iops, f->mb_s > 0 ? ur.mb_s / f->mb_s : 0.0);
-      else std::printf("%10s %9s | %9s\n", "-", "-", "-");
+      std::printf("%5uKiB %6u | %10.1f %9.0f | %10.1f %9.0f | ", kib, depth, ur.mb_s, ur.iops, pr.mb_s,
+                  pr.iops);
+      if (f)
+        std::printf("%10.1f %9.0f | %9.2f\n", f->mb_s, f->iops, f->mb_s > 0 ? ur.mb_s / f->mb_s : 0.0);
+      else
+        std::printf("%10s %9s | %9s\n", "-", "-", "-");
       std::fflush(stdout);
     }
   }
@@ -246,4 +264,6 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace tq::storage
 
-int main(int argc, char** argv) { return tq::storage::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return tq::storage::Main(argc, argv);
+}

@@ -2,9 +2,8 @@
 #include "storage/cold_store.h"
 
 #include <fcntl.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <map>
@@ -26,7 +25,7 @@ class ColdStoreTest : public ::testing::TestWithParam<std::string> {
     o.cold_dir = dir_.path() + "/cold";
     o.capacity_bytes = 64ull << 20;
     o.max_page_bytes = 16 * 1024 - kPageHeaderBytes;  // 16 KiB slots
-    o.file_bytes = 4ull << 20;                          // several files
+    o.file_bytes = 4ull << 20;                        // several files
     o.io = IoQueueOptions{GetParam(), depth};
     return o;
   }
@@ -46,7 +45,8 @@ class ColdStoreTest : public ::testing::TestWithParam<std::string> {
     for (size_t i = 0; i < ids.size(); ++i) reqs.push_back({ids[i], bytes[i]});
     std::vector<Status> results = store.PutMany(reqs);
     ASSERT_EQ(results.size(), ids.size());
-    for (size_t i = 0; i < ids.size(); ++i) ASSERT_TRUE(results[i].ok()) << ids[i] << ": " << results[i].ToString();
+    for (size_t i = 0; i < ids.size(); ++i)
+      ASSERT_TRUE(results[i].ok()) << ids[i] << ": " << results[i].ToString();
   }
   static std::vector<uint64_t> Ids(uint64_t n, uint64_t step = 1) {
     std::vector<uint64_t> ids;
@@ -88,7 +88,8 @@ TEST_P(ColdStoreTest, RoundTripOfManyPages) {
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(store->slot_bytes(), 16u * 1024);
   constexpr uint64_t kPages = 600;
-  PutAll(*store, Ids(kPages), [](uint64_t id) { return id; }, LengthOf);
+  PutAll(
+      *store, Ids(kPages), [](uint64_t id) { return id; }, LengthOf);
   EXPECT_EQ(store->pages(), kPages);
   for (uint64_t id = 0; id < kPages; id += 7) ExpectPage(*store, id, LengthOf(id));
   TierStatsSnapshot s = store->stats().Snapshot();
@@ -113,7 +114,8 @@ TEST_P(ColdStoreTest, ConcurrentReadsInFlightAtEachDepth) {
     auto store = Open(o);
     ASSERT_NE(store, nullptr);
     constexpr uint64_t kPages = 300;
-    PutAll(*store, Ids(kPages, 3), [](uint64_t id) { return id; }, [](uint64_t id) { return LengthOf(id / 3); });
+    PutAll(
+        *store, Ids(kPages, 3), [](uint64_t id) { return id; }, [](uint64_t id) { return LengthOf(id / 3); });
     std::vector<std::vector<std::byte>> dest(kPages + 1, std::vector<std::byte>(16 * 1024));
     std::vector<ColdStore::ReadRequest> reqs;
     for (uint64_t id = 0; id < kPages; ++id) reqs.push_back({id * 3, dest[id], id});
@@ -147,7 +149,8 @@ TEST_P(ColdStoreTest, PutManyKeepsTheLastCopyOfAnIdAndReportsEachRequest) {
   for (uint64_t i = 0; i < 50; ++i) reqs.push_back({i % 20, bytes[i]});  // ids 0..19, written 2-3 times
   reqs.push_back({99, std::span<const std::byte>(bytes[0].data(), 0)});
   std::vector<Status> results = store->PutMany(reqs);
-  for (size_t i = 0; i < results.size(); ++i) EXPECT_TRUE(results[i].ok()) << i << ": " << results[i].ToString();
+  for (size_t i = 0; i < results.size(); ++i)
+    EXPECT_TRUE(results[i].ok()) << i << ": " << results[i].ToString();
   EXPECT_EQ(store->pages(), 21u);
   for (uint64_t id = 0; id < 20; ++id) {
     uint64_t last = id + 40 < 50 ? id + 40 : id + 20;
@@ -178,7 +181,8 @@ TEST_P(ColdStoreTest, ReadsAndWritesInterleave) {
     }
     bool old = r.length == LengthOf(r.tag) &&
                std::memcmp(dest[r.tag].data(), PageBytes(r.tag, r.length).data(), r.length) == 0;
-    bool fresh = r.length == 100 && std::memcmp(dest[r.tag].data(), PageBytes(r.tag + 1000, 100).data(), 100) == 0;
+    bool fresh =
+        r.length == 100 && std::memcmp(dest[r.tag].data(), PageBytes(r.tag + 1000, 100).data(), 100) == 0;
     EXPECT_TRUE(old || fresh) << "page " << r.tag;
   }
   for (uint64_t id = 0; id < 64; id += 2) {
@@ -256,11 +260,12 @@ TEST_P(ColdStoreTest, CorruptPageOnDiskIsDroppedAtReopen) {
 TEST_P(ColdStoreTest, FileWithADamagedHeaderIsDroppedWhole) {
   ColdStoreOptions o = Options();
   o.file_bytes = 4096 + 8 * 16 * 1024;  // 8 slots per file: pages 0-7 in file 0, 8-15 in file 1
-  o.capacity_bytes = 32 * 16 * 1024;     // 4 files
+  o.capacity_bytes = 32 * 16 * 1024;    // 4 files
   {
     auto store = Open(o);
     ASSERT_NE(store, nullptr);
-    PutAll(*store, Ids(16), [](uint64_t id) { return id; }, [](uint64_t) { return 500; });
+    PutAll(
+        *store, Ids(16), [](uint64_t id) { return id; }, [](uint64_t) { return 500; });
   }
   int fd = ::open((dir_.path() + "/cold/cold-0001.tqc").c_str(), O_RDWR);
   ASSERT_GE(fd, 0);
@@ -288,7 +293,8 @@ TEST_P(ColdStoreTest, CorruptionAndTruncationWhileOpenAreDataLoss) {
   for (std::byte b : got) ASSERT_EQ(b, std::byte{0xAB});  // never bad bytes handed up
   // Cut the file in the middle of the last page: a short read.
   ASSERT_EQ(::truncate((dir_.path() + "/cold/cold-0000.tqc").c_str(),
-                       static_cast<off_t>(kFileHeaderBytes + 7 * store->slot_bytes() + 4096)), 0);
+                       static_cast<off_t>(kFileHeaderBytes + 7 * store->slot_bytes() + 4096)),
+            0);
   EXPECT_EQ(store->Read(7, got).status().code(), StatusCode::kDataLoss);
   ExpectPage(*store, 6, 8000);
   EXPECT_EQ(store->stats().errors(TierError::kDataLoss), 3u);
@@ -315,7 +321,10 @@ TEST_P(ColdStoreTest, BudgetAndArguments) {
 }
 
 TEST_P(ColdStoreTest, ReopenWithAnotherSlotSizeIsRefused) {
-  { auto store = Open(Options()); ASSERT_NE(store, nullptr); }
+  {
+    auto store = Open(Options());
+    ASSERT_NE(store, nullptr);
+  }
   ColdStoreOptions o = Options();
   o.max_page_bytes = 64 * 1024;
   StatusOr<std::unique_ptr<ColdStore>> s = ColdStore::Open(o);
@@ -336,7 +345,8 @@ TEST_P(ColdStoreTest, WithoutFallocateFilesGrowByWrites) {
   ExpectPage(*store, 19, 100);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ColdStoreTest, ::testing::Values("io_uring", "pread"), testing::BackendName);
+INSTANTIATE_TEST_SUITE_P(Backends, ColdStoreTest, ::testing::Values("io_uring", "pread"),
+                         testing::BackendName);
 
 }  // namespace
 }  // namespace tq::storage

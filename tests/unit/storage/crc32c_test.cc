@@ -10,7 +10,9 @@
 namespace tq::storage {
 namespace {
 
-std::span<const std::byte> Bytes(std::string_view s) { return std::as_bytes(std::span(s.data(), s.size())); }
+std::span<const std::byte> Bytes(std::string_view s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
 
 TEST(Crc32c, KnownValues) {
   EXPECT_EQ(Crc32c(Bytes("123456789")), 0xE3069283u);

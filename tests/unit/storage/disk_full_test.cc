@@ -1,7 +1,6 @@
 // A real full file system: a small tmpfs mounted by the test, filled until ENOSPC.
-#include <sys/mount.h>
-
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 
 #include <cerrno>
 #include <cstring>
@@ -57,7 +56,7 @@ TEST_P(DiskFullTest, FillsUntilEnospcThenStopsAdmittingAndStaysReadable) {
     ++stored;
   }
   EXPECT_EQ(last.code(), StatusCode::kResourceExhausted) << last.ToString();
-  EXPECT_GT(stored, 50u);   // most of 8 MiB: 128 whole slots, or 136 pages of 60 KiB when files grow by writes
+  EXPECT_GT(stored, 50u);  // most of 8 MiB: 128 whole slots, or 136 pages of 60 KiB when files grow by writes
   EXPECT_LE(stored, 136u);
   EXPECT_FALSE(store.admitting());
   EXPECT_EQ(store.stats().errors(TierError::kNoSpace), 1u);
@@ -71,7 +70,8 @@ TEST_P(DiskFullTest, FillsUntilEnospcThenStopsAdmittingAndStaysReadable) {
     ASSERT_EQ(*n, kLen);
     ASSERT_EQ(std::memcmp(got.data(), PageBytes(id, kLen).data(), kLen), 0) << id;
   }
-  // Freeing pages frees slots inside the files: admission resumes and those slots are reused without new space.
+  // Freeing pages frees slots inside the files: admission resumes and those slots are reused without new
+  // space.
   for (uint64_t id = 0; id < 4; ++id) ASSERT_TRUE(store.Erase(id).ok());
   store.ResumeAdmission();
   EXPECT_TRUE(store.Put(7000, PageBytes(7000, kLen)).ok());

@@ -39,8 +39,8 @@ class FaultTest : public ::testing::TestWithParam<std::string> {
   void Fill(ColdStore& store, uint64_t n) {
     for (uint64_t id = 0; id < n; ++id) ASSERT_TRUE(store.Put(id, PageBytes(id, kLen)).ok());
   }
-  // Reads every page in one batch; returns the ids whose read failed with `code`; checks the others' bytes and
-  // that a failed read left its buffer untouched.
+  // Reads every page in one batch; returns the ids whose read failed with `code`; checks the others' bytes
+  // and that a failed read left its buffer untouched.
   std::set<uint64_t> ReadAll(ColdStore& store, uint64_t n, StatusCode code) {
     std::vector<std::vector<std::byte>> dest(n, std::vector<std::byte>(4096, std::byte{0xAB}));
     std::vector<ColdStore::ReadRequest> reqs;
@@ -149,8 +149,10 @@ TEST_P(FaultTest, EnospcInTheMiddleOfABatch) {
   std::vector<Status> results = store->PutMany(reqs);
   size_t ok = 0;
   for (const Status& r : results) {
-    if (r.ok()) ++ok;
-    else EXPECT_EQ(r.code(), StatusCode::kResourceExhausted);
+    if (r.ok())
+      ++ok;
+    else
+      EXPECT_EQ(r.code(), StatusCode::kResourceExhausted);
   }
   EXPECT_FALSE(store->admitting());
   EXPECT_EQ(store->pages(), ok);

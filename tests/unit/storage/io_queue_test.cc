@@ -2,9 +2,8 @@
 #include "storage/io_queue.h"
 
 #include <fcntl.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -95,7 +94,11 @@ TEST_P(IoQueueTest, ShortReadPastEndIsDataLoss) {
 
 TEST_P(IoQueueTest, PerRequestErrorsAndFullQueue) {
   const std::string path = dir_.path() + "/ro";
-  { StatusOr<IoFile> f = OpenIoFile(path, true, false); ASSERT_TRUE(f.ok()); ::close(f->fd); }
+  {
+    StatusOr<IoFile> f = OpenIoFile(path, true, false);
+    ASSERT_TRUE(f.ok());
+    ::close(f->fd);
+  }
   int ro = ::open(path.c_str(), O_RDONLY);
   ASSERT_GE(ro, 0);
   std::unique_ptr<IoQueue> q = Make(2);

@@ -40,8 +40,9 @@ TEST(PageFormat, EmptySlotAndLimits) {
   std::vector<std::byte> payload = testing::PageBytes(1, 5000);
   std::vector<std::byte> buf(PageIoBytes(5000));
   EncodePage(1, 1, payload, buf);
-  EXPECT_EQ(DecodePage(buf, 4000).status().code(), StatusCode::kDataLoss);          // longer than allowed
-  EXPECT_EQ(DecodePage(std::span(buf).first(4096), 8192).status().code(), StatusCode::kDataLoss);  // truncated
+  EXPECT_EQ(DecodePage(buf, 4000).status().code(), StatusCode::kDataLoss);  // longer than allowed
+  EXPECT_EQ(DecodePage(std::span(buf).first(4096), 8192).status().code(),
+            StatusCode::kDataLoss);  // truncated
 }
 
 TEST(PageFormat, FileHeader) {

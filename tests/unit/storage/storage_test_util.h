@@ -44,12 +44,12 @@ inline bool UringAvailable(std::string* why) {
   return q.ok();
 }
 
-#define TQ_SKIP_IF_NO_BACKEND(backend)                                                         \
-  do {                                                                                         \
-    std::string why_;                                                                          \
-    if ((backend) == "io_uring" && !::tq::storage::testing::UringAvailable(&why_)) {           \
+#define TQ_SKIP_IF_NO_BACKEND(backend)                                                       \
+  do {                                                                                       \
+    std::string why_;                                                                        \
+    if ((backend) == "io_uring" && !::tq::storage::testing::UringAvailable(&why_)) {         \
       GTEST_SKIP() << "io_uring unavailable in this environment (" << why_ << "); skipping"; \
-    }                                                                                          \
+    }                                                                                        \
   } while (0)
 
 // Deterministic page contents: page `id` of `length` bytes.
