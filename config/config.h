@@ -41,6 +41,7 @@ struct LimitsConfig {
   int max_tokens = 0;                // cap on a request's max_tokens; 0 = the context
   int default_max_tokens = 256;      // when a request does not say
   int max_concurrent_requests = 0;   // generation requests at once; 0 = unlimited
+  double request_timeout_s = 0;      // seconds from arrival until a generation is aborted; 0 = no limit
 };
 
 struct KvConfig {

@@ -79,6 +79,10 @@ std::vector<Option> BuildOptionTable(Config* c) {
   Add(&t, "limits.max_concurrent_requests", "max-concurrent-requests",
       "Generation requests served at once; more get 429; 0 = unlimited",
       IntField(&c->limits.max_concurrent_requests, 0, 0, 1 << 20));
+  Add(&t, "limits.request_timeout_s", "request-timeout",
+      "Seconds a generation request may take from arrival (queue included); past it the request is aborted "
+      "(HTTP 504 or finish_reason timeout, gRPC DEADLINE_EXCEEDED); 0 = no limit",
+      DoubleField(&c->limits.request_timeout_s, 0.0, 0.0, 86400.0));
 
   // KV cache.
   const std::vector<std::string> formats = {"auto", "f32", "f16", "int8", "tq2", "tq3", "tq4", "tq8",

@@ -124,6 +124,7 @@ int RunDaemon(const config::Config& cfg) {
   ro.api = api;
   ro.api_keys = keys;
   ro.max_concurrent_requests = cfg.limits.max_concurrent_requests;
+  ro.request_timeout_s = cfg.limits.request_timeout_s;
   Router router(ro, eng.get(), &metrics, &state);
   HttpServerOptions ho;
   ho.host = cfg.server.host;
@@ -135,7 +136,7 @@ int RunDaemon(const config::Config& cfg) {
     return 1;
   }
 
-  InferenceService service(api, keys, eng.get(), &metrics, &state);
+  InferenceService service(api, keys, cfg.limits.request_timeout_s, eng.get(), &metrics, &state);
   std::unique_ptr<grpc::Server> grpc_server;
   if (cfg.server.grpc_port != 0) {
     grpc::EnableDefaultHealthCheckService(true);

@@ -1,10 +1,13 @@
 #include "server/grpc/inference_service.h"
 
+#include <spdlog/fmt/fmt.h>
+
 #include <chrono>
 #include <random>
 
 #include "common/build_info.h"
 #include "server/event_channel.h"
+#include "server/request_deadline.h"
 
 namespace tq::server {
 namespace {
@@ -55,9 +58,14 @@ grpc::Status ToGrpc(const Status& s) {
   return grpc::Status(code, s.message());
 }
 
-InferenceService::InferenceService(ApiContext api, std::vector<std::string> api_keys, engine::Engine* engine,
-                                   Metrics* metrics, ServerState* state)
-    : api_(std::move(api)), api_keys_(std::move(api_keys)), engine_(engine), metrics_(metrics), state_(state) {}
+InferenceService::InferenceService(ApiContext api, std::vector<std::string> api_keys, double request_timeout_s,
+                                   engine::Engine* engine, Metrics* metrics, ServerState* state)
+    : api_(std::move(api)),
+      api_keys_(std::move(api_keys)),
+      request_timeout_s_(request_timeout_s),
+      engine_(engine),
+      metrics_(metrics),
+      state_(state) {}
 
 grpc::Status InferenceService::CheckKey(grpc::ServerContext* context) const {
   if (api_keys_.empty()) return grpc::Status::OK;
@@ -74,6 +82,8 @@ grpc::Status InferenceService::CheckKey(grpc::ServerContext* context) const {
 
 grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::GenerateRequest* in,
                                         grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  RequestDeadline deadline(request_timeout_s_);
+  deadline.Tighten(context->deadline());
   if (auto s = CheckKey(context); !s.ok()) return s;
   if (state_->draining) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is draining");
   if (!in->model().empty() && in->model() != api_.model_id) {
@@ -143,8 +153,13 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
     ~Release() { --s->in_flight; }
   } release{state_};
   bool aborted = false;
+  bool timed_out = false;  // aborted because the server's limit or the client's deadline passed
   for (;;) {
-    auto item = channel->Pop(std::chrono::milliseconds(100));
+    auto item = channel->Pop(deadline.WaitAtMost(std::chrono::milliseconds(100)));
+    if (!aborted && deadline.Expired()) {
+      aborted = timed_out = true;
+      engine_->Abort(id);
+    }
     if (!aborted && context->IsCancelled()) {
       aborted = true;
       engine_->Abort(id);
@@ -180,6 +195,15 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
     if (ev.finish_reason == engine::FinishReason::kError) {
       metrics_->CountRequest("grpc.Generate", "error");
       return ToGrpc(ev.error);
+    }
+    // A client deadline also cancels the call in gRPC, possibly a moment before our clock sees it pass.
+    if (aborted && ev.finish_reason == engine::FinishReason::kAborted && (timed_out || deadline.Expired())) {
+      metrics_->CountRequest("grpc.Generate", "timeout");
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          deadline.by_client() ? "the call's deadline passed before generation finished"
+                                               : "the request did not finish within the server's time limit of " +
+                                                     fmt::format("{}", request_timeout_s_) +
+                                                     " s (limits.request_timeout_s)");
     }
     if (aborted) {
       metrics_->CountRequest("grpc.Generate", "aborted");

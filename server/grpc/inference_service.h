@@ -18,8 +18,9 @@ namespace tq::server {
 
 class InferenceService final : public tqserve::v1::Inference::Service {
  public:
-  InferenceService(ApiContext api, std::vector<std::string> api_keys, engine::Engine* engine, Metrics* metrics,
-                   ServerState* state);
+  // `request_timeout_s`: limits.request_timeout_s (0 = none); a client's deadline applies too when earlier.
+  InferenceService(ApiContext api, std::vector<std::string> api_keys, double request_timeout_s,
+                   engine::Engine* engine, Metrics* metrics, ServerState* state);
 
   grpc::Status Generate(grpc::ServerContext* context, const tqserve::v1::GenerateRequest* request,
                         grpc::ServerWriter<tqserve::v1::GenerateResponse>* writer) override;
@@ -41,6 +42,7 @@ class InferenceService final : public tqserve::v1::Inference::Service {
 
   ApiContext api_;
   std::vector<std::string> api_keys_;
+  double request_timeout_s_;
   engine::Engine* engine_;
   Metrics* metrics_;
   ServerState* state_;

@@ -9,6 +9,7 @@
 #include "common/build_info.h"
 #include "engine/runner/text_stream.h"
 #include "server/event_channel.h"
+#include "server/request_deadline.h"
 
 namespace tq::server {
 namespace {
@@ -36,6 +37,7 @@ std::string_view ErrorType(http::status s) {
     case http::status::not_found: return "not_found_error";
     case http::status::too_many_requests: return "rate_limit_error";
     case http::status::service_unavailable: return "service_unavailable";
+    case http::status::gateway_timeout: return "timeout_error";
     case http::status::internal_server_error: return "server_error";
     default: return "invalid_request_error";
   }
@@ -195,6 +197,7 @@ void Router::Detokenize(const HttpRequest& req, ResponseWriter& w) {
 
 void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat) {
   const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
+  RequestDeadline deadline(options_.request_timeout_s);
   if (state_->draining) {
     metrics_->CountRequest(endpoint, "rejected");
     w.Send(ErrorResponse(http::status::service_unavailable, "the server is draining", "service_unavailable"));
@@ -255,10 +258,16 @@ void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat) {
   std::vector<bool> started(job->n, false);
   int open = job->n;
   bool client_gone = false;
+  bool timed_out = false;  // the deadline passed and the choices still open were aborted
   if (job->stream && !w.StartStream()) client_gone = true;
   auto last_check = std::chrono::steady_clock::now();
   while (open > 0) {
-    auto item = channel->Pop(std::chrono::milliseconds(100));
+    auto item = channel->Pop(deadline.WaitAtMost(std::chrono::milliseconds(100)));
+    if (!timed_out && !client_gone && deadline.Expired()) {
+      timed_out = true;
+      abort_all();
+      spdlog::info("{}: request time limit of {} s reached; aborted", id, options_.request_timeout_s);
+    }
     // Look for a departed client at most every 100 ms, whether events flow or not.
     const auto now = std::chrono::steady_clock::now();
     if (!client_gone && (!item || now - last_check > std::chrono::milliseconds(100))) {
@@ -271,13 +280,15 @@ void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat) {
     if (!item) continue;
     engine::GenerateEvent& ev = item->event;
     const int c = item->choice;
+    // A choice the deadline aborted reports "timeout"; one that ended on its own first keeps its reason.
+    const bool choice_timed_out = ev.final && timed_out && ev.finish_reason == engine::FinishReason::kAborted;
     if (ev.final) {
       --open;
       metrics_->ObserveFinished(ev);
     }
     if (job->stream) {
       if (!client_gone) {
-        std::string reason = ev.final ? OpenAiFinishReason(ev.finish_reason) : "";
+        std::string reason = choice_timed_out ? "timeout" : ev.final ? OpenAiFinishReason(ev.finish_reason) : "";
         const bool ok = w.SendEvent(
             SseData(StreamChunk(*job, id, created, model, c, ev.text, ev.tokens, reason, !started[c],
                                 engine_->tokenizer())));
@@ -299,8 +310,12 @@ void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat) {
     return;
   }
   bool failed = false;
-  for (const auto& f : finals) failed |= f.finish_reason == engine::FinishReason::kError;
-  metrics_->CountRequest(endpoint, failed ? "error" : "success");
+  bool expired = false;
+  for (const auto& f : finals) {
+    failed |= f.finish_reason == engine::FinishReason::kError;
+    expired |= timed_out && f.finish_reason == engine::FinishReason::kAborted;
+  }
+  metrics_->CountRequest(endpoint, failed ? "error" : expired ? "timeout" : "success");
   if (job->stream) {
     if (job->include_usage) {
       engine::Usage usage;
@@ -312,6 +327,13 @@ void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat) {
     }
     w.SendEvent("data: [DONE]\n\n");
     w.EndStream();
+    return;
+  }
+  if (expired && !failed) {
+    w.Send(ErrorResponse(http::status::gateway_timeout,
+                         "the request did not finish within the server's time limit of " +
+                             fmt::format("{}", options_.request_timeout_s) + " s (limits.request_timeout_s)",
+                         "timeout_error"));
     return;
   }
   if (failed) {

@@ -16,6 +16,7 @@ struct RouterOptions {
   ApiContext api;
   std::vector<std::string> api_keys;  // empty: no authentication
   int max_concurrent_requests = 0;    // generation requests at once; 0 = unlimited
+  double request_timeout_s = 0;       // seconds from arrival until a generation is aborted; 0 = no limit
 };
 
 class Router {

@@ -78,3 +78,32 @@ def daemon():
     yield d
     rc = d.stop()
     assert rc == 0, d.logs()
+
+
+@pytest.fixture(scope="session")
+def grpc_pb():
+    """The tqserve.v1 messages and stubs, generated from proto/ with grpcio-tools: (inference_pb2, _pb2_grpc)."""
+    import importlib
+
+    from grpc_tools import protoc
+    out = tempfile.mkdtemp(prefix="tq-grpc-")
+    rc = protoc.main(["protoc", f"-I{ROOT / 'proto'}", f"--python_out={out}", f"--grpc_python_out={out}",
+                      str(ROOT / "proto/tqserve/v1/inference.proto")])
+    assert rc == 0
+    sys.path.insert(0, out)
+    return (importlib.import_module("tqserve.v1.inference_pb2"),
+            importlib.import_module("tqserve.v1.inference_pb2_grpc"))
+
+
+def metric_value(text, name, labels=None):
+    """The value of the first sample of `name` in Prometheus text whose labels include `labels`; None if absent."""
+    for line in text.splitlines():
+        if not line.startswith(name) or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        sample, _, label_text = head.partition("{")
+        if sample != name:
+            continue
+        if all(f'{k}="{v}"' in label_text for k, v in (labels or {}).items()):
+            return float(value)
+    return None
