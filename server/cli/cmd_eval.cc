@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "engine/eval/niah.h"
 #include "engine/eval/perplexity.h"
 #include "server/cli/commands.h"
 #include "server/cli/model_args.h"
@@ -106,11 +107,81 @@ int Run(const EvalArgs& a, bool kld) {
   return kExitOk;
 }
 
+struct NiahArgs {
+  ModelArgs model;
+  std::string file;
+  std::vector<int> lengths = {512, 1024, 2048};
+  std::vector<double> depths = {0.0, 0.25, 0.5, 0.75, 1.0};
+  int trials = 3;
+  uint64_t seed = 1;
+  bool json = false;
+};
+
+int RunNiah(const NiahArgs& a) {
+  auto path = ResolveModelPath(a.model);
+  if (!path.ok()) {
+    std::fprintf(stderr, "tqserve eval niah: %s\n", path.status().ToString().c_str());
+    return kExitFailure;
+  }
+  std::ifstream in(a.file, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "tqserve eval niah: cannot read %s\n", a.file.c_str());
+    return kExitFailure;
+  }
+  std::stringstream buf;
+  buf << in.rdbuf();
+  auto model = engine::Model::Open(*path);
+  if (!model.ok()) {
+    std::fprintf(stderr, "tqserve eval niah: %s\n", model.status().ToString().c_str());
+    return kExitFailure;
+  }
+  auto tok = engine::Tokenizer::FromGguf((*model)->gguf());
+  auto tmpl_text = (*model)->gguf().GetStringOr("tokenizer.chat_template", "");
+  auto chat = tmpl_text.ok() ? engine::DetectChatTemplate(*tmpl_text) : tmpl_text.status();
+  if (!tok.ok() || !chat.ok()) {
+    std::fprintf(stderr, "tqserve eval niah: %s\n", (!tok.ok() ? tok.status() : chat.status()).ToString().c_str());
+    return kExitFailure;
+  }
+  engine::ThreadPool pool(a.model.threads);
+  engine::NiahOptions o;
+  o.lengths = a.lengths;
+  o.depths = a.depths;
+  o.trials = a.trials;
+  o.seed = a.seed;
+  o.kv = a.model.kv;
+  auto r = engine::NeedleInAHaystack(**model, **tok, *chat, buf.str(), o, pool);
+  if (!r.ok()) {
+    std::fprintf(stderr, "tqserve eval niah: %s\n", r.status().ToString().c_str());
+    return kExitFailure;
+  }
+  nlohmann::json cells = nlohmann::json::array();
+  for (const auto& c : r->cells) {
+    cells.push_back({{"length", c.length}, {"prompt_tokens", c.prompt_tokens}, {"depth", c.depth},
+                     {"found", c.found}, {"trials", c.trials}, {"accuracy", double(c.found) / c.trials},
+                     {"last_answer", c.last_answer}});
+  }
+  nlohmann::json out{{"model", *path}, {"kv_k", a.model.kv.k_format}, {"kv_v", a.model.kv.v_format},
+                     {"kv_boundary_layers", a.model.kv.boundary_layers}, {"accuracy", r->accuracy},
+                     {"seconds", r->seconds}, {"cells", cells}};
+  if (a.json) {
+    std::printf("%s\n", out.dump(1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return kExitOk;
+  }
+  std::printf("needle accuracy %.1f%% (rows: length, columns: depth)\n%8s", 100 * r->accuracy, "");
+  for (double d : a.depths) std::printf(" %6.2f", d);
+  for (size_t i = 0; i < r->cells.size(); ++i) {
+    if (i % a.depths.size() == 0) std::printf("\n%8d", r->cells[i].length);
+    std::printf(" %5.0f%%", 100.0 * r->cells[i].found / r->cells[i].trials);
+  }
+  std::printf("\n");
+  return kExitOk;
+}
+
 }  // namespace
 
 Command AddEvalCommand(CLI::App& parent) {
   static EvalArgs ppl_args, kld_args;
-  CLI::App* app = parent.add_subcommand("eval", "Evaluate quality: perplexity, KL divergence");
+  CLI::App* app = parent.add_subcommand("eval", "Evaluate quality: perplexity, KL divergence, needle in a haystack");
   app->require_subcommand(1);
   CLI::App* ppl = app->add_subcommand("ppl", "Perplexity on a text file (llama.cpp's method)");
   CLI::App* kld = app->add_subcommand("kld", "KL divergence of a KV configuration against a reference");
@@ -121,9 +192,21 @@ Command AddEvalCommand(CLI::App& parent) {
     sub->add_option("--chunks", args->chunks, "Chunks to evaluate (0 = all)")->check(CLI::Range(0, 1 << 24));
     sub->add_flag("--json", args->json, "Print one JSON object");
   }
+  static NiahArgs niah_args;
+  CLI::App* niah = app->add_subcommand("niah", "Needle-in-a-haystack retrieval accuracy (chat model)");
+  AddModelFlags(niah, &niah_args.model);
+  niah->add_option("--file,-f", niah_args.file, "Haystack text file")->required();
+  niah->add_option("--lengths", niah_args.lengths, "Prompt lengths in tokens")->delimiter(',');
+  niah->add_option("--depths", niah_args.depths, "Needle depths in [0, 1]")->delimiter(',');
+  niah->add_option("--trials", niah_args.trials, "Needles per cell")->check(CLI::Range(1, 1000));
+  niah->add_option("--seed", niah_args.seed, "Seed of the needles and filler offsets");
+  niah->add_flag("--json", niah_args.json, "Print one JSON object");
   kld->add_option("--ref-kv-k", kld_args.ref_k, "Reference K format (default f16)");
   kld->add_option("--ref-kv-v", kld_args.ref_v, "Reference V format (default f16)");
-  return {app, [ppl, kld] { return ppl->parsed() ? Run(ppl_args, false) : Run(kld_args, true); }};
+  return {app, [ppl, kld, niah] {
+            if (niah->parsed()) return RunNiah(niah_args);
+            return ppl->parsed() ? Run(ppl_args, false) : Run(kld_args, true);
+          }};
 }
 
 }  // namespace tq::cli
