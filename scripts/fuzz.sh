@@ -2,14 +2,14 @@
 # Builds the libFuzzer targets with clang into build-fuzz/ and runs each for a bounded time.
 # Usage: scripts/fuzz.sh [seconds per target, default 60] [target ...]   (targets default to all)
 # Seeds: the head of ../shared/models/stories260K.gguf and the tokenizer test strings when ../shared is present
-# (tokenizer_fuzz needs ../shared and is skipped without it); findings land in
+# (tokenizer_fuzz and http_request_fuzz need ../shared and are skipped without it); findings land in
 # build-fuzz/findings/<target>/ and make the script exit non-zero.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then targets=(gguf_fuzz tokenizer_fuzz); fi
+if [ ${#targets[@]} -eq 0 ]; then targets=(gguf_fuzz tokenizer_fuzz http_request_fuzz); fi
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTQ_BUILD_FUZZ=ON \
   -DTQ_BUILD_BENCH=OFF >/dev/null
@@ -17,6 +17,7 @@ cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}"
 
 status=0
 for t in "${targets[@]}"; do
+  dict=()
   corpus="build-fuzz/corpus/$t"
   findings="build-fuzz/findings/$t"
   mkdir -p "$corpus" "$findings"
@@ -30,15 +31,38 @@ for t in "${targets[@]}"; do
   elif [ "$t" = tokenizer_fuzz ]; then
     echo "fuzz: $t needs ../shared (the tokenizer vocabularies); skipped"
     continue
+  elif [ "$t" = http_request_fuzz ] && [ -f ../shared/models/stories260K.gguf ]; then
+    # First byte: 0 = completions body, 1 = chat body, 2 = raw HTTP request (see http_request_fuzz.cc).
+    printf '\x00{"prompt":"Once upon","max_tokens":8,"n":2,"stop":["."],"logprobs":2,"seed":3}' > "$corpus/completion"
+    printf '\x00{"prompt":[1,2,3],"stream":true,"stream_options":{"include_usage":true},"top_p":0.5}' \
+      > "$corpus/completion-ids"
+    printf '\x01{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi"}]}],"logprobs":true,"top_logprobs":3,"max_completion_tokens":4}' \
+      > "$corpus/chat"
+    printf '\x02POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 46\r\n\r\n{"messages":[{"role":"user","content":"Hi"}]}\n' \
+      > "$corpus/http"
+    printf '\x02POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n{"prompt":"abc"}\r\n0\r\n\r\n' \
+      > "$corpus/http-chunked"
+    # The field names and values of the OpenAI bodies, for libFuzzer's -dict.
+    printf '%s\n' '"\"model\""' '"\"prompt\""' '"\"messages\""' '"\"role\""' '"\"content\""' '"\"type\""' \
+      '"\"text\""' '"\"user\""' '"\"system\""' '"\"assistant\""' '"\"max_tokens\""' '"\"max_completion_tokens\""' \
+      '"\"n\""' '"\"stop\""' '"\"seed\""' '"\"stream\""' '"\"stream_options\""' '"\"include_usage\""' \
+      '"\"temperature\""' '"\"top_p\""' '"\"top_k\""' '"\"min_p\""' '"\"logprobs\""' '"\"top_logprobs\""' \
+      '"\"ignore_eos\""' '"\"presence_penalty\""' '"\"frequency_penalty\""' '"\"repetition_penalty\""' \
+      '"null"' '"true"' '"false"' '"1e308"' '"-0"' '"\\u0000"' '"\\ud800"' '"Content-Length: "' \
+      '"Transfer-Encoding: chunked\x0d\x0a"' '"\x0d\x0a\x0d\x0a"' > "build-fuzz/$t.dict"
+    dict=(-dict="build-fuzz/$t.dict")
+  elif [ "$t" = http_request_fuzz ]; then
+    echo "fuzz: $t needs ../shared (its tokenizer comes from stories260K.gguf); skipped"
+    continue
   else
     echo "fuzz: ../shared is absent; $t starts from an empty corpus"
   fi
   max_len=65536
-  if [ "$t" = tokenizer_fuzz ]; then max_len=4096; fi
+  if [ "$t" = tokenizer_fuzz ] || [ "$t" = http_request_fuzz ]; then max_len=4096; fi
   bin="$(find build-fuzz -name "$t" -type f -perm -u+x | head -n1)"
   echo "fuzz: $t for ${seconds}s"
   if ! "$bin" "$corpus" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
-      -artifact_prefix="$findings/" -print_final_stats=1 2>"build-fuzz/$t.log"; then
+      -artifact_prefix="$findings/" -print_final_stats=1 ${dict[@]+"${dict[@]}"} 2>"build-fuzz/$t.log"; then
     echo "fuzz: $t FAILED; see build-fuzz/$t.log and $findings/"
     tail -n 30 "build-fuzz/$t.log"
     status=1

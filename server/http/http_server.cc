@@ -23,6 +23,7 @@ class SocketWriter final : public ResponseWriter {
       : socket_(socket), version_(version), keep_alive_(keep_alive) {}
 
   bool Send(HttpResponse response) override {
+    started_ = true;
     response.version(version_);
     response.keep_alive(keep_alive_);
     response.set(http::field::server, "tqserve");
@@ -33,6 +34,7 @@ class SocketWriter final : public ResponseWriter {
   }
 
   bool StartStream() override {
+    started_ = true;
     http::response<http::empty_body> header{http::status::ok, version_};
     header.set(http::field::server, "tqserve");
     header.set(http::field::content_type, "text/event-stream");
@@ -67,6 +69,8 @@ class SocketWriter final : public ResponseWriter {
   }
 
   bool failed() const { return failed_; }
+  bool started() const { return started_; }  // a response or a stream header has been written
+  void MarkFailed() { failed_ = true; }
 
  private:
   bool Ok(const beast::error_code& ec) {
@@ -78,6 +82,7 @@ class SocketWriter final : public ResponseWriter {
   unsigned version_;
   bool keep_alive_;
   bool failed_ = false;
+  bool started_ = false;
 };
 
 }  // namespace
@@ -191,7 +196,18 @@ void HttpServer::Serve(tcp::socket socket) {
     HttpRequest request = parser.release();
     const bool keep_alive = request.keep_alive() && !stopping_;
     SocketWriter writer(socket, request.version(), keep_alive);
-    handler_(request, writer);
+    // The boundary of our code for this connection: an exception that escapes a handler (a library's, or a bug)
+    // costs this request a 500 (when nothing was sent yet) and the connection, never the process.
+    try {
+      handler_(request, writer);
+    } catch (const std::exception& e) {
+      spdlog::error("http: {} {}: unhandled exception: {}", std::string(request.method_string()),
+                    std::string(request.target()), e.what());
+      if (!writer.started()) {
+        writer.Send(ErrorResponse(http::status::internal_server_error, "internal error", "server_error"));
+      }
+      writer.MarkFailed();
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       open_fds_[fd] = false;

@@ -115,7 +115,16 @@ std::string SanitizeUtf8(std::string_view text) {
 }
 
 std::string OpenAiFinishReason(engine::FinishReason reason) {
-  return std::string(engine::FinishReasonName(reason));
+  // OpenAI's own reasons where they exist; ours otherwise (the same words as engine::FinishReasonName).
+  switch (reason) {
+    case engine::FinishReason::kNone: return "none";
+    case engine::FinishReason::kStop: return "stop";
+    case engine::FinishReason::kLength: return "length";
+    case engine::FinishReason::kAborted: return "abort";
+    case engine::FinishReason::kShutdown: return "shutdown";
+    case engine::FinishReason::kError: return "error";
+  }
+  return "error";
 }
 
 std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat, const ApiContext& ctx,
@@ -168,7 +177,8 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
       } else if (m.contains("content") && m["content"].is_array()) {
         // [{"type": "text", "text": "..."}]: text parts only.
         for (const json& part : m["content"]) {
-          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+          // Type-checked before reading: json::value() throws when a present key has another type.
+          if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
               !part["text"].is_string()) {
             f.Fail("messages", "only text content parts are supported");
             return std::nullopt;

@@ -160,7 +160,13 @@ void Router::Tokenize(const HttpRequest& req, ResponseWriter& w) {
                          "content"));
     return;
   }
-  const bool add_special = body->value("add_special", true);
+  const auto special = body->find("add_special");
+  if (special != body->end() && !special->is_boolean()) {
+    w.Send(ErrorResponse(http::status::bad_request, "'add_special' must be a boolean", "invalid_request_error",
+                         "add_special"));
+    return;
+  }
+  const bool add_special = special == body->end() || special->get<bool>();
   const std::string s = text->get<std::string>();
   if (!engine::IsValidUtf8(s)) {
     w.Send(ErrorResponse(http::status::bad_request, "'content' is not valid UTF-8", "invalid_request_error",
