@@ -1,8 +1,10 @@
 """Fixtures that start the real tqserve daemon on free ports with the default model."""
+import http.client as http_client
 import os
 import pathlib
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -33,7 +35,8 @@ def free_ports(n):
 
 
 class Daemon:
-    def __init__(self, extra_args=(), env=None):
+    def __init__(self, extra_args=(), env=None, ca_file=None):
+        """ca_file: the daemon serves TLS (its --tls-* flags are in extra_args); probe it trusting this CA."""
         if not os.path.exists(default_model()):
             pytest.skip(f"{default_model()} is absent (run scripts/fetch-model.sh)")
         self.http_port, self.grpc_port = free_ports(2)
@@ -44,17 +47,32 @@ class Daemon:
             [str(BIN), "serve", "--host", "127.0.0.1", "--http-port", str(self.http_port), "--grpc-port",
              str(self.grpc_port), "--threads", "2", "--ctx-size", "2048", *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT, env=clean_env)
-        self.url = f"http://127.0.0.1:{self.http_port}"
+        scheme = "https" if ca_file else "http"
+        self.ssl_context = ssl.create_default_context(cafile=ca_file) if ca_file else None
+
+        def ready():
+            if self.ssl_context is None:
+                return http.get(self.url + "/ready", timeout=5).status == 200
+            conn = http_client.HTTPSConnection("127.0.0.1", self.http_port, context=self.ssl_context, timeout=5)
+            try:
+                conn.request("GET", "/ready")
+                return conn.getresponse().status == 200
+            finally:
+                conn.close()
+
+        self.url = f"{scheme}://127.0.0.1:{self.http_port}"
         deadline = time.time() + 60
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"tqserve exited with {self.proc.returncode}:\n{self.logs()}")
             try:
-                if http.get(self.url + "/ready").status == 200:
+                if ready():
                     return
             except OSError:
                 pass
             time.sleep(0.1)
+        self.proc.kill()  # a daemon that never became ready must not outlive the test
+        self.proc.wait()
         raise RuntimeError("tqserve did not become ready:\n" + self.logs())
 
     def logs(self):
