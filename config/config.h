@@ -33,6 +33,8 @@ struct ServerConfig {
   std::string model_id;         // the name clients use; empty = general.name of the GGUF, or its file name
   std::string chat_format = "auto";  // auto (from the GGUF's template) | chatml | llama3 | mistral
   std::string api_keys;         // comma-separated; empty = no authentication
+  std::string tls_cert_file;    // PEM certificate chain; with tls_key_file: both front ends serve TLS only
+  std::string tls_key_file;     // PEM private key of that certificate; both set or neither
 };
 
 struct LimitsConfig {

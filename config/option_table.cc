@@ -66,6 +66,11 @@ std::vector<Option> BuildOptionTable(Config* c) {
   Add(&t, "server.api_keys", "api-keys",
       "Comma-separated API keys (HTTP Authorization: Bearer KEY, gRPC metadata authorization); empty = no auth",
       StringField(&c->server.api_keys, ""));
+  Add(&t, "server.tls_cert_file", "tls-cert-file",
+      "PEM certificate (chain) file; with server.tls_key_file, HTTP and gRPC serve TLS only; empty = plain",
+      StringField(&c->server.tls_cert_file, ""));
+  Add(&t, "server.tls_key_file", "tls-key-file", "PEM private key file of server.tls_cert_file",
+      StringField(&c->server.tls_key_file, ""));
 
   // Limits on what one request may ask for.
   Add(&t, "limits.max_body_bytes", "max-body-bytes", "Largest HTTP request body; larger bodies get 413",

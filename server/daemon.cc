@@ -13,6 +13,7 @@
 #include "server/grpc/inference_service.h"
 #include "server/http/http_server.h"
 #include "server/http/routes.h"
+#include "server/tls.h"
 
 namespace tq::server {
 namespace {
@@ -63,6 +64,22 @@ int RunDaemon(const config::Config& cfg) {
   ::signal(SIGPIPE, SIG_IGN);
 
   ServerState state;
+  // TLS files are checked before the model loads, so a bad path fails in milliseconds (exit 1, option named).
+  auto tls_pem = LoadTlsPem(cfg.server.tls_cert_file, cfg.server.tls_key_file);
+  std::shared_ptr<boost::asio::ssl::context> tls_context;
+  if (tls_pem.ok() && tls_pem->has_value()) {
+    auto made = MakeServerSslContext(**tls_pem);
+    if (made.ok()) {
+      tls_context = *made;
+    } else {
+      tls_pem = made.status();
+    }
+  }
+  if (!tls_pem.ok()) {
+    spdlog::error("TLS: {}", tls_pem.status().message());
+    return 1;
+  }
+  const char* const transport = tls_context ? "TLS" : "plaintext";
   auto model_path = ModelPath(cfg);
   if (!model_path.ok()) {
     spdlog::error("{}", model_path.status().ToString());
@@ -130,6 +147,7 @@ int RunDaemon(const config::Config& cfg) {
   ho.host = cfg.server.host;
   ho.port = cfg.server.http_port;
   ho.max_body_bytes = static_cast<uint64_t>(cfg.limits.max_body_bytes);
+  ho.tls = tls_context;
   HttpServer http([&] { return ho; }(), [&](const HttpRequest& r, ResponseWriter& w) { router.Handle(r, w); });
   if (Status s = http.Start(); !s.ok()) {
     spdlog::error("{}", s.ToString());
@@ -143,8 +161,14 @@ int RunDaemon(const config::Config& cfg) {
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
     int bound_port = 0;
-    builder.AddListeningPort(cfg.server.host + ":" + std::to_string(cfg.server.grpc_port),
-                             grpc::InsecureServerCredentials(), &bound_port);
+    std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+    if (tls_context) {
+      grpc::SslServerCredentialsOptions ssl;
+      ssl.pem_key_cert_pairs.push_back({(*tls_pem)->private_key, (*tls_pem)->cert_chain});
+      credentials = grpc::SslServerCredentials(ssl);
+    }
+    builder.AddListeningPort(cfg.server.host + ":" + std::to_string(cfg.server.grpc_port), credentials,
+                             &bound_port);
     builder.RegisterService(&service);
     grpc_server = builder.BuildAndStart();
     if (!grpc_server || bound_port == 0) {
@@ -153,11 +177,11 @@ int RunDaemon(const config::Config& cfg) {
       return 1;
     }
     grpc_server->GetHealthCheckService()->SetServingStatus(true);
-    spdlog::info("gRPC listening on {}:{}", cfg.server.host, bound_port);
+    spdlog::info("gRPC listening on {}:{} ({})", cfg.server.host, bound_port, transport);
   }
   state.ready = true;
-  spdlog::info("HTTP listening on {}:{} (model id '{}', chat format {})", cfg.server.host, http.port(), api.model_id,
-               chat ? std::string(engine::ChatFormatName(chat->format)) : "none");
+  spdlog::info("HTTP listening on {}:{} ({}; model id '{}', chat format {})", cfg.server.host, http.port(), transport,
+               api.model_id, chat ? std::string(engine::ChatFormatName(chat->format)) : "none");
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);

@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <chrono>
@@ -17,10 +19,12 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 using tcp = net::ip::tcp;
 
+// Writes to `stream` (the TCP socket itself, or a TLS stream over it); `socket` is the TCP socket underneath.
+template <class Stream>
 class SocketWriter final : public ResponseWriter {
  public:
-  SocketWriter(tcp::socket& socket, unsigned version, bool keep_alive)
-      : socket_(socket), version_(version), keep_alive_(keep_alive) {}
+  SocketWriter(Stream& stream, tcp::socket& socket, unsigned version, bool keep_alive)
+      : stream_(stream), socket_(socket), version_(version), keep_alive_(keep_alive) {}
 
   bool Send(HttpResponse response) override {
     started_ = true;
@@ -29,7 +33,7 @@ class SocketWriter final : public ResponseWriter {
     response.set(http::field::server, "tqserve");
     response.prepare_payload();
     beast::error_code ec;
-    http::write(socket_, response, ec);
+    http::write(stream_, response, ec);
     return Ok(ec);
   }
 
@@ -43,19 +47,19 @@ class SocketWriter final : public ResponseWriter {
     header.keep_alive(keep_alive_);
     http::response_serializer<http::empty_body> serializer{header};
     beast::error_code ec;
-    http::write_header(socket_, serializer, ec);
+    http::write_header(stream_, serializer, ec);
     return Ok(ec);
   }
 
   bool SendEvent(std::string_view text) override {
     beast::error_code ec;
-    net::write(socket_, http::make_chunk(net::buffer(text.data(), text.size())), ec);
+    net::write(stream_, http::make_chunk(net::buffer(text.data(), text.size())), ec);
     return Ok(ec);
   }
 
   bool EndStream() override {
     beast::error_code ec;
-    net::write(socket_, http::make_chunk_last(), ec);
+    net::write(stream_, http::make_chunk_last(), ec);
     return Ok(ec);
   }
 
@@ -78,6 +82,7 @@ class SocketWriter final : public ResponseWriter {
     return !ec;
   }
 
+  Stream& stream_;
   tcp::socket& socket_;
   unsigned version_;
   bool keep_alive_;
@@ -154,15 +159,41 @@ void HttpServer::Serve(tcp::socket socket) {
   // Idle keep-alive connections are closed after 60 s without a request.
   timeval tv{60, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (options_.tls) {
+    net::ssl::stream<tcp::socket&> tls(socket, *options_.tls);
+    beast::error_code ec;
+    tls.handshake(net::ssl::stream_base::server, ec);
+    if (ec) {
+      spdlog::debug("http: TLS handshake failed: {}", ec.message());
+    } else {
+      ServeRequests(tls, socket);
+      // Our close_notify, without waiting for the peer's (HTTP frames its own messages, so none is needed).
+      ::SSL_shutdown(tls.native_handle());
+    }
+  } else {
+    ServeRequests(socket, socket);
+  }
+  beast::error_code ignored;
+  socket.shutdown(tcp::socket::shutdown_send, ignored);
+  socket.close(ignored);
+  std::lock_guard<std::mutex> lock(mu_);
+  open_fds_.erase(fd);
+  --open_connections_;
+  idle_.notify_all();
+}
+
+template <class Stream>
+void HttpServer::ServeRequests(Stream& stream, tcp::socket& socket) {
+  const int fd = socket.native_handle();
   beast::flat_buffer buffer;
   for (;;) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(options_.max_body_bytes);
     parser.header_limit(64 * 1024);
     beast::error_code ec;
-    http::read(socket, buffer, parser, ec);
+    http::read(stream, buffer, parser, ec);
     if (ec == http::error::body_limit) {
-      SocketWriter w(socket, 11, false);
+      SocketWriter<Stream> w(stream, socket, 11, false);
       w.Send(ErrorResponse(http::status::payload_too_large,
                            "request body exceeds the limit of " + std::to_string(options_.max_body_bytes) + " bytes",
                            "invalid_request_error"));
@@ -183,7 +214,7 @@ void HttpServer::Serve(tcp::socket socket) {
     if (ec == http::error::header_limit || ec == http::error::bad_method || ec == http::error::bad_target ||
         ec == http::error::bad_version || ec == http::error::bad_field || ec == http::error::bad_value ||
         ec == http::error::bad_chunk || ec == http::error::bad_content_length) {
-      SocketWriter w(socket, 11, false);
+      SocketWriter<Stream> w(stream, socket, 11, false);
       w.Send(ErrorResponse(http::status::bad_request, "malformed HTTP request: " + ec.message(),
                            "invalid_request_error"));
       break;
@@ -195,7 +226,7 @@ void HttpServer::Serve(tcp::socket socket) {
     }
     HttpRequest request = parser.release();
     const bool keep_alive = request.keep_alive() && !stopping_;
-    SocketWriter writer(socket, request.version(), keep_alive);
+    SocketWriter<Stream> writer(stream, socket, request.version(), keep_alive);
     // The boundary of our code for this connection: an exception that escapes a handler (a library's, or a bug)
     // costs this request a 500 (when nothing was sent yet) and the connection, never the process.
     try {
@@ -214,13 +245,6 @@ void HttpServer::Serve(tcp::socket socket) {
     }
     if (!keep_alive || writer.failed() || stopping_) break;
   }
-  beast::error_code ignored;
-  socket.shutdown(tcp::socket::shutdown_send, ignored);
-  socket.close(ignored);
-  std::lock_guard<std::mutex> lock(mu_);
-  open_fds_.erase(fd);
-  --open_connections_;
-  idle_.notify_all();
 }
 
 void HttpServer::Stop(int timeout_ms) {

@@ -1,6 +1,6 @@
 // The HTTP/1.1 front end (Boost.Beast): a listener thread that accepts connections and one thread per connection
 // (keep-alive), each reading requests and handing them to the Router. Responses are whole bodies or chunked
-// Server-Sent Events. Body size is limited before any parsing.
+// Server-Sent Events. Body size is limited before any parsing. With a TLS context every connection is TLS.
 #pragma once
 
 #include <atomic>
@@ -15,6 +15,10 @@
 #include <unordered_map>
 
 #include "common/status.h"
+
+namespace boost::asio::ssl {
+class context;
+}
 
 namespace tq::server {
 
@@ -41,6 +45,7 @@ struct HttpServerOptions {
   std::string host = "0.0.0.0";
   int port = 8080;            // 0 = any free port (tests)
   uint64_t max_body_bytes = 4 << 20;
+  std::shared_ptr<boost::asio::ssl::context> tls;  // set: every connection is TLS (MakeServerSslContext)
 };
 
 class HttpServer {
@@ -57,6 +62,9 @@ class HttpServer {
  private:
   void AcceptLoop();
   void Serve(boost::asio::ip::tcp::socket socket);
+  // Reads requests from `stream` (the socket, or TLS over it) until the connection ends.
+  template <class Stream>
+  void ServeRequests(Stream& stream, boost::asio::ip::tcp::socket& socket);
 
   HttpServerOptions options_;
   Handler handler_;
