@@ -50,6 +50,11 @@ struct KvConfig {
   std::string k_format = "auto";  // auto (f16, or f32 where pages do not fit the head size) | f32 | a format name
   std::string v_format = "auto";
   int boundary_layers = 0;        // first and last N layers kept at f16
+  std::string preset;             // "" | code | longdoc | chat | auto | uniform:FMT
+  std::string profile;            // head profile JSON from `tqserve calibrate`
+  std::string hot_format = "f16";
+  std::string active_format = "int8";
+  std::string sparse_format = "tq4";
 };
 
 struct Config {

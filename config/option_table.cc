@@ -97,6 +97,17 @@ std::vector<Option> BuildOptionTable(Config* c) {
   Add(&t, "kv.v_format", "kv-v", "Value format; auto = f16", EnumField(&c->kv.v_format, "auto", formats));
   Add(&t, "kv.boundary_layers", "kv-boundary-layers", "Keep the first and last N layers' KV at f16",
       IntField(&c->kv.boundary_layers, 0, 0, 512));
+  Add(&t, "kv.preset", "kv-preset",
+      "Precision classes per head: code 15:70:15, longdoc 10:60:30, chat 20:65:15, auto (P90/P40), uniform:FMT; "
+      "empty = kv.k_format/kv.v_format everywhere",
+      StringField(&c->kv.preset, ""));
+  Add(&t, "kv.profile", "kv-profile", "Head-importance profile JSON (`tqserve calibrate`) for the ranked presets",
+      StringField(&c->kv.profile, ""));
+  Add(&t, "kv.hot_format", "kv-hot", "Format of HOT heads: FMT or KFMT/VFMT", StringField(&c->kv.hot_format, "f16"));
+  Add(&t, "kv.active_format", "kv-active", "Format of ACTIVE heads: FMT or KFMT/VFMT",
+      StringField(&c->kv.active_format, "int8"));
+  Add(&t, "kv.sparse_format", "kv-sparse", "Format of SPARSE heads: FMT or KFMT/VFMT",
+      StringField(&c->kv.sparse_format, "tq4"));
   return t;
 }
 

@@ -96,6 +96,11 @@ int RunDaemon(const config::Config& cfg) {
   eo.kv.k_format = cfg.kv.k_format;
   eo.kv.v_format = cfg.kv.v_format;
   eo.kv.boundary_layers = cfg.kv.boundary_layers;
+  eo.kv.preset = cfg.kv.preset;
+  eo.kv.profile_path = cfg.kv.profile;
+  eo.kv.hot_format = cfg.kv.hot_format;
+  eo.kv.active_format = cfg.kv.active_format;
+  eo.kv.sparse_format = cfg.kv.sparse_format;
   spdlog::info("loading model {}", eo.model_path);
   const auto t0 = Clock::now();
   auto created = engine::Engine::Create(eo);

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
       tq::cli::AddServeCommand(app),
       tq::cli::AddGenerateCommand(app),
       tq::cli::AddEvalCommand(app),
+      tq::cli::AddCalibrateCommand(app),
       tq::cli::AddFormatsCommand(app),
       tq::cli::AddBenchCommand(app),
       tq::cli::AddInspectCommand(app),

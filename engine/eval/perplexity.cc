@@ -34,7 +34,8 @@ StatusOr<Prepared> Prepare(const Model& model, const Tokenizer& tok, const std::
 
 // Runs chunk `c` and returns log-softmax rows [ctx - 1 - first][vocab] for positions first .. ctx-2.
 StatusOr<std::vector<float>> RunChunk(const Model& model, const Tokenizer& tok, const Prepared& p, int c, int ctx,
-                                      std::shared_ptr<const KvLayout> layout, ThreadPool& pool, uint64_t* kv_bytes) {
+                                      std::shared_ptr<const KvLayout> layout, ThreadPool& pool, uint64_t* kv_bytes,
+                                      std::array<uint64_t, 3>* by_class = nullptr) {
   const int first = ctx / 2;
   SequenceKv kv(std::move(layout), ctx);
   std::vector<BatchToken> batch(ctx);
@@ -46,6 +47,7 @@ StatusOr<std::vector<float>> RunChunk(const Model& model, const Tokenizer& tok, 
   std::vector<float> logits;
   TQ_RETURN_IF_ERROR(model.Forward(batch, pool, &logits));
   *kv_bytes = kv.bytes();
+  if (by_class != nullptr) *by_class = kv.bytes_by_class();
   const int V = model.hparams().vocab_size;
   const int rows = ctx - 1 - first;
   pool.ParallelFor(rows, [&](int64_t begin, int64_t end, int) {
@@ -100,9 +102,11 @@ StatusOr<PplResult> Perplexity(const Model& model, const Tokenizer& tok, const s
   const int first = o.ctx / 2, V = model.hparams().vocab_size;
   NllAccumulator acc;
   uint64_t kv_bytes = 0;
+  std::array<uint64_t, 3> by_class{};
   const auto t0 = Clock::now();
   for (int c = 0; c < p.chunks; ++c) {
-    TQ_ASSIGN_OR_RETURN(std::vector<float> lp, RunChunk(model, tok, p, c, o.ctx, layout, pool, &kv_bytes));
+    TQ_ASSIGN_OR_RETURN(std::vector<float> lp,
+                        RunChunk(model, tok, p, c, o.ctx, layout, pool, &kv_bytes, &by_class));
     for (int j = first; j < o.ctx - 1; ++j) {
       const int32_t next = p.tokens[static_cast<size_t>(c) * o.ctx + j + 1];
       acc.Add(-lp[static_cast<size_t>(j - first) * V + next]);
@@ -111,6 +115,8 @@ StatusOr<PplResult> Perplexity(const Model& model, const Tokenizer& tok, const s
   }
   PplResult r;
   Finish(acc, p.chunks, o.ctx, std::chrono::duration<double>(Clock::now() - t0).count(), *layout, kv_bytes, &r);
+  r.bytes_by_tier = by_class;
+  r.heads_by_class = layout->class_heads();
   return r;
 }
 

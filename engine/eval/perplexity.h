@@ -5,6 +5,7 @@
 // KLD compares a test KV configuration with a reference one on the same chunks, token by token.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -32,6 +33,10 @@ struct PplResult {
   int chunks = 0;
   double kv_bits_per_value = 0;
   uint64_t kv_bytes = 0;       // KV held at the end of a chunk (ctx tokens)
+  // Encoded KV bytes at the end of a chunk by the home tier of each head's class: hot (HOT heads, tail pages and
+  // f32 rows), warm (ACTIVE heads), cold (SPARSE heads).
+  std::array<uint64_t, 3> bytes_by_tier{};
+  std::array<int, 3> heads_by_class{};
   double seconds = 0;
   double tokens_per_second = 0;  // chunk tokens evaluated per second
 };

@@ -15,21 +15,20 @@ using kernels::KvFormat;
 
 constexpr int kPage = kernels::kPageTokens;
 
-StatusOr<LayerKvFormat> ParseLayer(std::string k, std::string v, int head_dim) {
-  const bool f16_ok = kernels::CheckSupported(KvFormat::kF16, head_dim).ok();
-  if (k == "auto") k = f16_ok ? "f16" : "f32";
-  if (v == "auto") v = f16_ok ? "f16" : "f32";
-  LayerKvFormat f;
-  if (k == "f32" || v == "f32") {
-    if (k != v) return InvalidArgumentError("f32 KV must be used for both K and V (got k=" + k + ", v=" + v + ")");
-    return f;  // plain
-  }
-  f.plain = false;
-  TQ_ASSIGN_OR_RETURN(f.k, kernels::FormatFromName(k));
-  TQ_ASSIGN_OR_RETURN(f.v, kernels::FormatFromName(v));
-  TQ_RETURN_IF_ERROR(kernels::CheckSupported(f.k, head_dim));
-  TQ_RETURN_IF_ERROR(kernels::CheckSupported(f.v, head_dim));
+StatusOr<KvFormat> ParseFormat(const std::string& name, int head_dim) {
+  TQ_ASSIGN_OR_RETURN(KvFormat f, kernels::FormatFromName(name));
+  TQ_RETURN_IF_ERROR(kernels::CheckSupported(f, head_dim));
   return f;
+}
+
+// "FMT" or "KFMT/VFMT".
+StatusOr<HeadKvFormat> ParseClassFormat(const std::string& text, int head_dim, PrecisionClass cls) {
+  const size_t slash = text.find('/');
+  HeadKvFormat h;
+  h.cls = cls;
+  TQ_ASSIGN_OR_RETURN(h.k, ParseFormat(text.substr(0, slash), head_dim));
+  TQ_ASSIGN_OR_RETURN(h.v, ParseFormat(slash == std::string::npos ? text : text.substr(slash + 1), head_dim));
+  return h;
 }
 
 }  // namespace
@@ -39,23 +38,76 @@ StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, co
   layout->n_kv_heads_ = hp.n_kv_heads;
   layout->head_dim_ = hp.head_dim;
   layout->spec_ = spec;
-  if (spec.boundary_layers < 0 || 2 * spec.boundary_layers > hp.n_layers) {
+  const int d = hp.head_dim, L = hp.n_layers, H = hp.n_kv_heads;
+  if (spec.boundary_layers < 0 || 2 * spec.boundary_layers > L) {
     return InvalidArgumentError("boundary layers " + std::to_string(spec.boundary_layers) + " must be in [0, " +
-                                std::to_string(hp.n_layers / 2) + "]");
+                                std::to_string(L / 2) + "]");
   }
-  TQ_ASSIGN_OR_RETURN(LayerKvFormat inner, ParseLayer(spec.k_format, spec.v_format, hp.head_dim));
-  LayerKvFormat boundary = inner;
-  if (!inner.plain) boundary.k = boundary.v = KvFormat::kF16;
-  for (int l = 0; l < hp.n_layers; ++l) {
-    const bool edge = l < spec.boundary_layers || l >= hp.n_layers - spec.boundary_layers;
-    layout->layers_.push_back(edge ? boundary : inner);
+  // Per-head formats before the boundary rule.
+  std::vector<HeadKvFormat> heads(static_cast<size_t>(L) * H);
+  bool plain = false;
+  if (spec.preset.empty()) {
+    const bool f16_ok = kernels::CheckSupported(KvFormat::kF16, d).ok();
+    const std::string k = spec.k_format == "auto" ? (f16_ok ? "f16" : "f32") : spec.k_format;
+    const std::string v = spec.v_format == "auto" ? (f16_ok ? "f16" : "f32") : spec.v_format;
+    if (k == "f32" || v == "f32") {
+      if (k != v) return InvalidArgumentError("f32 KV must be used for both K and V (got k=" + k + ", v=" + v + ")");
+      plain = true;
+    } else {
+      TQ_ASSIGN_OR_RETURN(HeadKvFormat h, ParseClassFormat(k + "/" + v, d, PrecisionClass::kHot));
+      h.cls = (h.k == KvFormat::kF16 && h.v == KvFormat::kF16) ? PrecisionClass::kHot : PrecisionClass::kSparse;
+      std::fill(heads.begin(), heads.end(), h);
+    }
+    layout->description_ = "k=" + k + " v=" + v;
+  } else if (spec.preset.rfind("uniform:", 0) == 0) {
+    TQ_ASSIGN_OR_RETURN(HeadKvFormat h, ParseClassFormat(spec.preset.substr(8), d, PrecisionClass::kSparse));
+    std::fill(heads.begin(), heads.end(), h);
+    layout->description_ = "preset " + spec.preset;
+  } else {
+    TQ_ASSIGN_OR_RETURN(Preset preset, FindPreset(spec.preset));
+    if (spec.profile_path.empty()) {
+      return InvalidArgumentError("KV preset '" + spec.preset +
+                                  "' ranks heads by importance and needs a head profile (tqserve calibrate)");
+    }
+    TQ_ASSIGN_OR_RETURN(HeadProfile profile, LoadHeadProfile(spec.profile_path));
+    if (profile.n_layers != L || profile.n_kv_heads != H) {
+      return InvalidArgumentError("head profile " + spec.profile_path + " is for " + std::to_string(profile.n_layers) +
+                                  " layers x " + std::to_string(profile.n_kv_heads) + " KV heads; the model has " +
+                                  std::to_string(L) + " x " + std::to_string(H));
+    }
+    TQ_ASSIGN_OR_RETURN(HeadKvFormat hot, ParseClassFormat(spec.hot_format, d, PrecisionClass::kHot));
+    TQ_ASSIGN_OR_RETURN(HeadKvFormat active, ParseClassFormat(spec.active_format, d, PrecisionClass::kActive));
+    TQ_ASSIGN_OR_RETURN(HeadKvFormat sparse, ParseClassFormat(spec.sparse_format, d, PrecisionClass::kSparse));
+    const std::vector<PrecisionClass> classes = AssignClasses(profile, preset);
+    for (size_t i = 0; i < heads.size(); ++i) {
+      heads[i] = classes[i] == PrecisionClass::kHot ? hot : (classes[i] == PrecisionClass::kActive ? active : sparse);
+    }
+    layout->description_ = "preset " + spec.preset + " (hot " + spec.hot_format + ", active " + spec.active_format +
+                           ", sparse " + spec.sparse_format + ")";
+  }
+  for (int l = 0; l < L; ++l) {
+    LayerKvFormat f;
+    f.plain = plain;
+    const bool edge = l < spec.boundary_layers || l >= L - spec.boundary_layers;
+    if (!plain) {
+      f.heads.assign(heads.begin() + static_cast<size_t>(l) * H, heads.begin() + static_cast<size_t>(l + 1) * H);
+      if (edge) {
+        for (HeadKvFormat& h : f.heads) h = {KvFormat::kF16, KvFormat::kF16, PrecisionClass::kHot};
+      }
+    }
+    layout->layers_.push_back(std::move(f));
+  }
+  if (spec.boundary_layers > 0 && !plain) {
+    layout->description_ += ", f16 in layers 0-" + std::to_string(spec.boundary_layers - 1) + " and " +
+                            std::to_string(L - spec.boundary_layers) + "-" + std::to_string(L - 1);
   }
   for (const LayerKvFormat& f : layout->layers_) {
-    if (f.plain) continue;
-    for (KvFormat fmt : {f.k, f.v, KvFormat::kF16}) {
-      if (layout->codecs_.count(fmt)) continue;
-      TQ_ASSIGN_OR_RETURN(auto codec, kernels::KvCodec::Create(fmt, hp.head_dim));
-      layout->codecs_[fmt] = std::move(codec);
+    for (const HeadKvFormat& h : f.heads) {
+      for (KvFormat fmt : {h.k, h.v, KvFormat::kF16}) {
+        if (layout->codecs_.count(fmt)) continue;
+        TQ_ASSIGN_OR_RETURN(auto codec, kernels::KvCodec::Create(fmt, d));
+        layout->codecs_[fmt] = std::move(codec);
+      }
     }
   }
   return std::shared_ptr<const KvLayout>(std::move(layout));
@@ -63,19 +115,34 @@ StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, co
 
 double KvLayout::bits_per_value() const {
   double sum = 0;
+  int64_t n = 0;
   for (const LayerKvFormat& f : layers_) {
-    sum += f.plain ? 64.0 : kernels::BitsPerValue(f.k, head_dim_) + kernels::BitsPerValue(f.v, head_dim_);
+    if (f.plain) {
+      sum += 64.0 * n_kv_heads_;
+      n += n_kv_heads_;
+      continue;
+    }
+    for (const HeadKvFormat& h : f.heads) {
+      sum += kernels::BitsPerValue(h.k, head_dim_) + kernels::BitsPerValue(h.v, head_dim_);
+      ++n;
+    }
   }
-  return layers_.empty() ? 0 : sum / (2.0 * layers_.size());
+  return n == 0 ? 0 : sum / (2.0 * n);
+}
+
+std::array<int, 3> KvLayout::class_heads() const {
+  std::array<int, 3> out{};
+  for (const LayerKvFormat& f : layers_) {
+    if (f.plain) out[0] += n_kv_heads_;
+    for (const HeadKvFormat& h : f.heads) ++out[static_cast<int>(h.cls)];
+  }
+  return out;
 }
 
 std::string KvLayout::Describe() const {
-  std::string out = "k=" + spec_.k_format + " v=" + spec_.v_format;
-  if (spec_.boundary_layers > 0 && spec_.k_format != "f32") {
-    const int n = static_cast<int>(layers_.size()), b = spec_.boundary_layers;
-    out += ", f16 in layers 0-" + std::to_string(b - 1) + " and " + std::to_string(n - b) + "-" + std::to_string(n - 1);
-  }
-  return out;
+  const auto c = class_heads();
+  return description_ + " [heads hot " + std::to_string(c[0]) + ", active " + std::to_string(c[1]) + ", sparse " +
+         std::to_string(c[2]) + "]";
 }
 
 // Full pages are encoded in the layer's formats; the tail page is f16 (read by attention) with an f32 copy of its
@@ -113,8 +180,8 @@ SequenceKv::SequenceKv(const HParams& hp, int n_ctx)
 
 SequenceKv::~SequenceKv() = default;
 
-Status SequenceKv::EncodeFullPage(int layer, HeadPages& h) {
-  const LayerKvFormat& f = layout_->layer(layer);
+Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
+  const HeadKvFormat& f = layout_->head(layer, head);
   if (h.k_full.empty()) {
     // First page: the per-channel RMS of its values (token 0, an attention sink, left out) becomes the channel
     // scale of a compressed V; stored values are divided by it from then on and Attend multiplies the output by
@@ -214,7 +281,7 @@ Status SequenceKv::Append(int layer, int pos, const float* k, const float* v) {
       kernels::SealHeader(header);
       std::memcpy(tail.data(), &header, sizeof header);
     }
-    if (++hp.tail_tokens == kPage) TQ_RETURN_IF_ERROR(EncodeFullPage(layer, hp));
+    if (++hp.tail_tokens == kPage) TQ_RETURN_IF_ERROR(EncodeFullPage(layer, h, hp));
   }
   ++layer_len_[layer];
   return Status::Ok();
@@ -248,6 +315,11 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
         }
         std::fill(o, o + d, 0.0f);
         const float inv = static_cast<float>(1.0 / sum);
+        if (stats_ != nullptr) {
+          for (int t = 0; t <= last; ++t) scores[t] *= inv;
+          stats_->Add(layer, kv_head, scores.data(), last + 1);
+          for (int t = 0; t <= last; ++t) scores[t] /= inv;
+        }
         for (int t = 0; t <= last; ++t) {
           kernels::AxpyF32(scores[t] * inv, data + (2 * static_cast<size_t>(t) + 1) * row + kv_head * d, o, d);
         }
@@ -257,7 +329,7 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
     return Status::Ok();
   }
   const HeadPages& hp = pages_[layer][kv_head];
-  const LayerKvFormat& f = layout_->layer(layer);
+  const HeadKvFormat& f = layout_->head(layer, kv_head);
   std::vector<kernels::KvPageRef> refs;
   refs.reserve(hp.k_full.size() + 1);
   for (size_t p = 0; p < hp.k_full.size(); ++p) {
@@ -285,6 +357,21 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
   if (scored) *scored += stats.scored;
   if (skipped) *skipped += stats.skipped;
   return Status::Ok();
+}
+
+std::array<uint64_t, 3> SequenceKv::bytes_by_class() const {
+  std::array<uint64_t, 3> out{};
+  for (const auto& p : plain_) out[0] += p.size() * sizeof(float);
+  for (size_t l = 0; l < pages_.size(); ++l) {
+    for (size_t h = 0; h < pages_[l].size(); ++h) {
+      const HeadPages& hp = pages_[l][h];
+      const int cls = static_cast<int>(layout_->head(static_cast<int>(l), static_cast<int>(h)).cls);
+      for (const auto& p : hp.k_full) out[cls] += p.size();
+      for (const auto& p : hp.v_full) out[cls] += p.size();
+      out[0] += hp.k_tail.size() + hp.v_tail.size();
+    }
+  }
+  return out;
 }
 
 uint64_t SequenceKv::bytes() const {

@@ -5,6 +5,7 @@
 //   encoded into the layer's K and V formats. Attention runs straight on the pages (kernels/attention).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -12,25 +13,39 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/kv/precision.h"
 #include "engine/llm/hparams.h"
 #include "kernels/formats/codec.h"
 #include "kernels/formats/format.h"
 
 namespace tq::engine {
 
-// KV formats per layer: uniform K and V formats, with the first and last `boundary_layers` layers kept at f16.
-// "auto" = f16 where the page kernels support the head dimension, else f32.
+// KV formats per (layer, KV head). Without a preset: uniform K and V formats ("auto" = f16 where the page kernels
+// support the head dimension, else f32). With a preset (engine/kv/precision.h) and a head profile: each head gets
+// its precision class's formats; "uniform:FMT" puts every head in FMT. Either way the first and last
+// `boundary_layers` layers stay f16.
 struct KvSpec {
   std::string k_format = "auto";  // "auto", "f32" or a kernels/formats name
   std::string v_format = "auto";
   int boundary_layers = 0;
+  std::string preset;             // "" | code | longdoc | chat | auto | uniform:FMT
+  std::string profile_path;       // head profile JSON (tqserve calibrate); needed by the ranked presets
+  // Formats per precision class, "FMT" or "KFMT/VFMT".
+  std::string hot_format = "f16";
+  std::string active_format = "int8";
+  std::string sparse_format = "tq4";
 };
 
-// What one layer stores. f32 = plain rows (no pages).
-struct LayerKvFormat {
-  bool plain = true;
+struct HeadKvFormat {
   kernels::KvFormat k = kernels::KvFormat::kF16;
   kernels::KvFormat v = kernels::KvFormat::kF16;
+  PrecisionClass cls = PrecisionClass::kHot;
+};
+
+// What one layer stores. plain = f32 rows (no pages) for every head; otherwise one entry per KV head.
+struct LayerKvFormat {
+  bool plain = true;
+  std::vector<HeadKvFormat> heads;
 };
 
 // The codecs and per-layer formats shared by every sequence of a model. Immutable after Create.
@@ -39,6 +54,9 @@ class KvLayout {
   static StatusOr<std::shared_ptr<const KvLayout>> Create(const HParams& hp, const KvSpec& spec);
 
   const LayerKvFormat& layer(int l) const { return layers_[l]; }
+  const HeadKvFormat& head(int l, int h) const { return layers_[l].heads[h]; }
+  // Heads per class: [hot, active, sparse].
+  std::array<int, 3> class_heads() const;
   const kernels::KvCodec& codec(kernels::KvFormat f) const { return *codecs_.at(f); }
   int n_layers() const { return static_cast<int>(layers_.size()); }
   int n_kv_heads() const { return n_kv_heads_; }
@@ -53,6 +71,7 @@ class KvLayout {
   int n_kv_heads_ = 0;
   int head_dim_ = 0;
   KvSpec spec_;
+  std::string description_;
 };
 
 class SequenceKv {
@@ -78,13 +97,19 @@ class SequenceKv {
   Status Attend(int layer, int kv_head, const float* q, int rows, int group, int first_pos, float* out,
                 int64_t* scored, int64_t* skipped) const;
 
+  // Plain (f32) layers report every query's attention weights to `stats` (calibration); null to stop.
+  void set_concentration_stats(ConcentrationStats* stats) { stats_ = stats; }
+
   uint64_t bytes() const;  // KV memory held: rows or pages, staging included
+  // Encoded page bytes per precision class [hot, active, sparse]; the f16 tail pages and f32 rows count as hot.
+  std::array<uint64_t, 3> bytes_by_class() const;
 
  private:
   struct HeadPages;  // the pages of one (layer, KV head)
-  Status EncodeFullPage(int layer, HeadPages& hp);
+  Status EncodeFullPage(int layer, int head, HeadPages& hp);
 
   std::shared_ptr<const KvLayout> layout_;  // null: plain f32
+  ConcentrationStats* stats_ = nullptr;
   int n_ctx_;
   int n_layers_;
   int n_kv_heads_;

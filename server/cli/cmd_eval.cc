@@ -25,7 +25,11 @@ struct EvalArgs {
 nlohmann::json PplJson(const engine::PplResult& r) {
   return {{"ppl", r.ppl}, {"ppl_stderr", r.ppl_stderr}, {"tokens", r.tokens}, {"chunks", r.chunks},
           {"kv_bits_per_value", r.kv_bits_per_value}, {"kv_bytes", r.kv_bytes}, {"seconds", r.seconds},
-          {"tokens_per_second", r.tokens_per_second}};
+          {"tokens_per_second", r.tokens_per_second},
+          {"bits_per_value", r.kv_bits_per_value},
+          {"bytes_by_tier", {{"hot", r.bytes_by_tier[0]}, {"warm", r.bytes_by_tier[1]}, {"cold", r.bytes_by_tier[2]}}},
+          {"heads_by_class",
+           {{"hot", r.heads_by_class[0]}, {"active", r.heads_by_class[1]}, {"sparse", r.heads_by_class[2]}}}};
 }
 
 int Run(const EvalArgs& a, bool kld) {
@@ -64,7 +68,7 @@ int Run(const EvalArgs& a, bool kld) {
   };
   nlohmann::json out{{"model", *path}, {"file", a.file}, {"ctx", a.ctx}, {"threads", pool.size()},
                      {"kv_k", a.model.kv.k_format}, {"kv_v", a.model.kv.v_format},
-                     {"kv_boundary_layers", a.model.kv.boundary_layers}};
+                     {"kv_boundary_layers", a.model.kv.boundary_layers}, {"kv_preset", a.model.kv.preset}};
   if (!kld) {
     auto r = engine::Perplexity(**model, **tok, buf.str(), o, pool, progress);
     if (!r.ok()) {

@@ -20,6 +20,7 @@ inline constexpr int kExitUsage = 2;         // bad flags or configuration
 Command AddServeCommand(CLI::App& parent);
 Command AddGenerateCommand(CLI::App& parent);
 Command AddEvalCommand(CLI::App& parent);
+Command AddCalibrateCommand(CLI::App& parent);
 Command AddFormatsCommand(CLI::App& parent);
 Command AddBenchCommand(CLI::App& parent);
 Command AddInspectCommand(CLI::App& parent);

@@ -98,10 +98,10 @@ TEST(KvLayoutTest, FormatsAndBoundaryLayers) {
   hp.n_layers = 6;
   auto layout = KvLayout::Create(hp, {"tq4", "tq3", 2});
   ASSERT_TRUE(layout.ok());
-  EXPECT_EQ((*layout)->layer(0).k, kernels::KvFormat::kF16);
-  EXPECT_EQ((*layout)->layer(2).k, kernels::KvFormat::kTq4);
-  EXPECT_EQ((*layout)->layer(3).v, kernels::KvFormat::kTq3);
-  EXPECT_EQ((*layout)->layer(5).v, kernels::KvFormat::kF16);
+  EXPECT_EQ((*layout)->head(0, 0).k, kernels::KvFormat::kF16);
+  EXPECT_EQ((*layout)->head(2, 0).k, kernels::KvFormat::kTq4);
+  EXPECT_EQ((*layout)->head(3, 0).v, kernels::KvFormat::kTq3);
+  EXPECT_EQ((*layout)->head(5, 0).v, kernels::KvFormat::kF16);
   EXPECT_FALSE(KvLayout::Create(hp, {"tq9", "tq4", 0}).ok());
   EXPECT_FALSE(KvLayout::Create(hp, {"f32", "tq4", 0}).ok());
   EXPECT_FALSE(KvLayout::Create(hp, {"tq4", "tq4", 4}).ok());

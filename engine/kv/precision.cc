@@ -1,0 +1,126 @@
+#include "engine/kv/precision.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+namespace tq::engine {
+
+std::string_view PrecisionClassName(PrecisionClass c) {
+  switch (c) {
+    case PrecisionClass::kHot: return "hot";
+    case PrecisionClass::kActive: return "active";
+    case PrecisionClass::kSparse: return "sparse";
+  }
+  return "unknown";
+}
+
+StatusOr<HeadProfile> LoadHeadProfile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError("head profile " + path + " cannot be read");
+  try {
+    const nlohmann::json j = nlohmann::json::parse(in);
+    HeadProfile p;
+    p.model = j.value("model", "");
+    p.n_layers = j.at("n_layers").get<int>();
+    p.n_kv_heads = j.at("n_kv_heads").get<int>();
+    p.queries = j.value("queries", int64_t{0});
+    const auto& rows = j.at("score");
+    if (p.n_layers <= 0 || p.n_kv_heads <= 0 || !rows.is_array() || static_cast<int>(rows.size()) != p.n_layers) {
+      return InvalidArgumentError("head profile " + path + ": 'score' must be n_layers rows");
+    }
+    for (const auto& row : rows) {
+      if (!row.is_array() || static_cast<int>(row.size()) != p.n_kv_heads) {
+        return InvalidArgumentError("head profile " + path + ": each 'score' row must have n_kv_heads numbers");
+      }
+      for (const auto& v : row) {
+        const double s = v.get<double>();
+        if (!std::isfinite(s)) return InvalidArgumentError("head profile " + path + ": a score is not finite");
+        p.score.push_back(s);
+      }
+    }
+    return p;
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgumentError("head profile " + path + " is not a valid profile: " + e.what());
+  }
+}
+
+Status SaveHeadProfile(const HeadProfile& p, const std::string& path) {
+  nlohmann::json j{{"model", p.model}, {"n_layers", p.n_layers}, {"n_kv_heads", p.n_kv_heads},
+                   {"queries", p.queries}, {"score", nlohmann::json::array()}};
+  for (int l = 0; l < p.n_layers; ++l) {
+    j["score"].push_back(std::vector<double>(p.score.begin() + l * p.n_kv_heads,
+                                             p.score.begin() + (l + 1) * p.n_kv_heads));
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << j.dump(1) << "\n";
+    if (!out) return IoError("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoToStatus(errno, "rename " + tmp);
+  return Status::Ok();
+}
+
+StatusOr<Preset> FindPreset(std::string_view name) {
+  static constexpr Preset kPresets[] = {
+      {"code", 0.15, 0.70}, {"longdoc", 0.10, 0.60}, {"chat", 0.20, 0.65}, {"auto", 0.10, 0.50}};
+  for (const Preset& p : kPresets) {
+    if (p.name == name) return p;
+  }
+  return InvalidArgumentError("unknown KV preset '" + std::string(name) +
+                              "' (known: code, longdoc, chat, auto, uniform:FORMAT)");
+}
+
+ConcentrationStats::ConcentrationStats(int n_layers, int n_kv_heads)
+    : n_layers_(n_layers),
+      n_kv_heads_(n_kv_heads),
+      sum_(new std::atomic<double>[static_cast<size_t>(n_layers) * n_kv_heads]),
+      count_(new std::atomic<int64_t>[static_cast<size_t>(n_layers) * n_kv_heads]) {
+  for (int i = 0; i < n_layers * n_kv_heads; ++i) {
+    sum_[i] = 0;
+    count_[i] = 0;
+  }
+}
+
+void ConcentrationStats::Add(int layer, int kv_head, const float* p, int n) {
+  if (n < 16) return;
+  double h = 0;
+  for (int i = 0; i < n; ++i) {
+    if (p[i] > 0) h -= p[i] * std::log(static_cast<double>(p[i]));
+  }
+  const size_t at = static_cast<size_t>(layer) * n_kv_heads_ + kv_head;
+  sum_[at].fetch_add(1.0 - h / std::log(static_cast<double>(n)));
+  count_[at].fetch_add(1);
+}
+
+HeadProfile ConcentrationStats::ToProfile(std::string model) const {
+  HeadProfile p;
+  p.model = std::move(model);
+  p.n_layers = n_layers_;
+  p.n_kv_heads = n_kv_heads_;
+  for (int i = 0; i < n_layers_ * n_kv_heads_; ++i) {
+    const int64_t c = count_[i].load();
+    p.score.push_back(c ? sum_[i].load() / c : 0.0);
+    p.queries += c;
+  }
+  return p;
+}
+
+std::vector<PrecisionClass> AssignClasses(const HeadProfile& p, const Preset& preset) {
+  const size_t n = p.score.size();
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p.score[a] > p.score[b]; });
+  const size_t hot = static_cast<size_t>(std::lround(preset.hot * n));
+  const size_t active = std::min(n - hot, static_cast<size_t>(std::lround(preset.active * n)));
+  std::vector<PrecisionClass> out(n, PrecisionClass::kSparse);
+  for (size_t i = 0; i < n; ++i) {
+    out[order[i]] = i < hot ? PrecisionClass::kHot : (i < hot + active ? PrecisionClass::kActive : PrecisionClass::kSparse);
+  }
+  return out;
+}
+
+}  // namespace tq::engine

@@ -1,0 +1,112 @@
+#include "engine/kv/precision.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <tuple>
+#include <fstream>
+
+#include "engine/llm/kv_cache.h"
+
+namespace tq::engine {
+namespace {
+
+HeadProfile Profile(int layers, int heads) {
+  HeadProfile p;
+  p.model = "test";
+  p.n_layers = layers;
+  p.n_kv_heads = heads;
+  for (int i = 0; i < layers * heads; ++i) p.score.push_back((i * 37 % 101) / 101.0);  // distinct scores
+  return p;
+}
+
+TEST(PrecisionTest, PresetsSplitHeadsByShare) {
+  const HeadProfile p = Profile(10, 10);  // 100 heads
+  for (const auto& [name, hot, active] : {std::tuple{"code", 15, 70}, std::tuple{"longdoc", 10, 60},
+                                          std::tuple{"chat", 20, 65}, std::tuple{"auto", 10, 50}}) {
+    auto preset = FindPreset(name);
+    ASSERT_TRUE(preset.ok());
+    const auto classes = AssignClasses(p, *preset);
+    EXPECT_EQ(std::count(classes.begin(), classes.end(), PrecisionClass::kHot), hot) << name;
+    EXPECT_EQ(std::count(classes.begin(), classes.end(), PrecisionClass::kActive), active) << name;
+    // Every HOT head scores at least as high as every ACTIVE head, and ACTIVE over SPARSE.
+    double min_hot = 2, max_active = -1, min_active = 2, max_sparse = -1;
+    for (size_t i = 0; i < classes.size(); ++i) {
+      if (classes[i] == PrecisionClass::kHot) min_hot = std::min(min_hot, p.score[i]);
+      if (classes[i] == PrecisionClass::kActive) {
+        max_active = std::max(max_active, p.score[i]);
+        min_active = std::min(min_active, p.score[i]);
+      }
+      if (classes[i] == PrecisionClass::kSparse) max_sparse = std::max(max_sparse, p.score[i]);
+    }
+    EXPECT_GE(min_hot, max_active);
+    EXPECT_GE(min_active, max_sparse);
+  }
+  EXPECT_FALSE(FindPreset("fastest").ok());
+}
+
+TEST(PrecisionTest, ProfileRoundTripAndBadFiles) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tq_prec_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "p.json").string();
+  const HeadProfile p = Profile(3, 2);
+  ASSERT_TRUE(SaveHeadProfile(p, path).ok());
+  auto back = LoadHeadProfile(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->score, p.score);
+  EXPECT_EQ(back->n_layers, 3);
+  std::ofstream(dir / "bad.json") << R"({"n_layers": 2, "n_kv_heads": 2, "score": [[1, 2]]})";
+  EXPECT_EQ(LoadHeadProfile((dir / "bad.json").string()).status().code(), StatusCode::kInvalidArgument);
+  std::ofstream(dir / "junk.json") << "{not json";
+  EXPECT_EQ(LoadHeadProfile((dir / "junk.json").string()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadHeadProfile((dir / "none.json").string()).status().code(), StatusCode::kNotFound);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PrecisionTest, LayoutFromPresetAndProfile) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tq_prec2_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "p.json").string();
+  ASSERT_TRUE(SaveHeadProfile(Profile(10, 2), path).ok());
+  HParams hp;
+  hp.n_layers = 10;
+  hp.n_kv_heads = 2;
+  hp.n_heads = 4;
+  hp.head_dim = 64;
+  KvSpec spec;
+  spec.preset = "longdoc";
+  spec.profile_path = path;
+  auto layout = KvLayout::Create(hp, spec);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  EXPECT_EQ((*layout)->class_heads(), (std::array<int, 3>{2, 12, 6}));
+  // Class formats: hot f16, active int8, sparse tq4 (defaults); bits per value between tq4's and f16's.
+  EXPECT_GT((*layout)->bits_per_value(), 4.25);
+  EXPECT_LT((*layout)->bits_per_value(), 16.0);
+  spec.sparse_format = "int8/tq3";
+  auto mixed = KvLayout::Create(hp, spec);
+  ASSERT_TRUE(mixed.ok());
+  for (int l = 0; l < 10; ++l) {
+    for (int h = 0; h < 2; ++h) {
+      if ((*mixed)->head(l, h).cls == PrecisionClass::kSparse) {
+        EXPECT_EQ((*mixed)->head(l, h).k, kernels::KvFormat::kInt8);
+        EXPECT_EQ((*mixed)->head(l, h).v, kernels::KvFormat::kTq3);
+      }
+    }
+  }
+  spec.profile_path.clear();
+  EXPECT_EQ(KvLayout::Create(hp, spec).status().code(), StatusCode::kInvalidArgument);  // ranked preset, no profile
+  spec.preset = "uniform:tq3";
+  auto uniform = KvLayout::Create(hp, spec);
+  ASSERT_TRUE(uniform.ok());
+  EXPECT_EQ((*uniform)->head(5, 1).k, kernels::KvFormat::kTq3);
+  hp.n_layers = 12;  // profile shape mismatch
+  spec.preset = "chat";
+  spec.profile_path = path;
+  EXPECT_EQ(KvLayout::Create(hp, spec).status().code(), StatusCode::kInvalidArgument);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tq::engine
