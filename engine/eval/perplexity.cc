@@ -130,12 +130,14 @@ StatusOr<KldResult> KlDivergence(const Model& model, const Tokenizer& tok, const
   std::vector<double> klds;
   int64_t same = 0;
   uint64_t test_bytes = 0, ref_bytes = 0;
+  std::array<uint64_t, 3> test_by_class{};
   double test_seconds = 0, ref_seconds = 0;
   for (int c = 0; c < p.chunks; ++c) {
     auto t0 = Clock::now();
     TQ_ASSIGN_OR_RETURN(std::vector<float> ref, RunChunk(model, tok, p, c, o.ctx, ref_layout, pool, &ref_bytes));
     auto t1 = Clock::now();
-    TQ_ASSIGN_OR_RETURN(std::vector<float> test, RunChunk(model, tok, p, c, o.ctx, test_layout, pool, &test_bytes));
+    TQ_ASSIGN_OR_RETURN(std::vector<float> test,
+                        RunChunk(model, tok, p, c, o.ctx, test_layout, pool, &test_bytes, &test_by_class));
     auto t2 = Clock::now();
     ref_seconds += std::chrono::duration<double>(t1 - t0).count();
     test_seconds += std::chrono::duration<double>(t2 - t1).count();
@@ -155,6 +157,8 @@ StatusOr<KldResult> KlDivergence(const Model& model, const Tokenizer& tok, const
   KldResult r;
   Finish(test_acc, p.chunks, o.ctx, test_seconds, *test_layout, test_bytes, &r.test);
   Finish(ref_acc, p.chunks, o.ctx, ref_seconds, *ref_layout, ref_bytes, &r.ref);
+  r.test.bytes_by_tier = test_by_class;
+  r.test.heads_by_class = test_layout->class_heads();
   double sum = 0;
   for (double k : klds) sum += k;
   r.kld_mean = klds.empty() ? 0 : sum / klds.size();
