@@ -30,6 +30,7 @@ struct ServerConfig {
   int http_port = 8080;
   int grpc_port = 50051;        // 0 disables the gRPC front end
   double drain_timeout_s = 30;  // SIGTERM: how long in-flight requests may finish
+  double idle_timeout_s = 60;   // HTTP: longest wait for a client's next bytes before the connection is closed
   std::string model_id;         // the name clients use; empty = general.name of the GGUF, or its file name
   std::string chat_format = "auto";  // auto (from the GGUF's template) | chatml | llama3 | mistral
   std::string api_keys;         // comma-separated; empty = no authentication

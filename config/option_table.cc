@@ -57,6 +57,10 @@ std::vector<Option> BuildOptionTable(Config* c) {
   Add(&t, "server.drain_timeout_s", "drain-timeout",
       "Seconds in-flight requests may run after SIGTERM before they are cancelled",
       DoubleField(&c->server.drain_timeout_s, 30.0, 0.0, 3600.0));
+  Add(&t, "server.idle_timeout_s", "idle-timeout",
+      "Seconds an HTTP connection may wait for the client's next bytes (TLS handshake, next request, the rest "
+      "of one) before it is closed",
+      DoubleField(&c->server.idle_timeout_s, 60.0, 0.1, 3600.0));
   Add(&t, "server.model_id", "model-id",
       "Model name clients send and /v1/models lists; empty = the GGUF's general.name or file name",
       StringField(&c->server.model_id, ""));

@@ -153,6 +153,7 @@ int RunDaemon(const config::Config& cfg) {
   ho.port = cfg.server.http_port;
   ho.max_body_bytes = static_cast<uint64_t>(cfg.limits.max_body_bytes);
   ho.tls = tls_context;
+  ho.idle_timeout_ms = static_cast<int>(cfg.server.idle_timeout_s * 1000);
   HttpServer http([&] { return ho; }(), [&](const HttpRequest& r, ResponseWriter& w) { router.Handle(r, w); });
   if (Status s = http.Start(); !s.ok()) {
     spdlog::error("{}", s.ToString());

@@ -12,6 +12,8 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "server/http/timed_socket.h"
+
 namespace tq::server {
 namespace {
 
@@ -156,11 +158,11 @@ void HttpServer::AcceptLoop() {
 
 void HttpServer::Serve(tcp::socket socket) {
   const int fd = socket.native_handle();
-  // Idle keep-alive connections are closed after 60 s without a request.
-  timeval tv{60, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  // Every wait for the peer's bytes (TLS handshake, next request on a kept-alive connection, the rest of a
+  // request) ends the connection after idle_timeout_ms without one.
+  TimedSocket timed(socket, options_.idle_timeout_ms);
   if (options_.tls) {
-    net::ssl::stream<tcp::socket&> tls(socket, *options_.tls);
+    net::ssl::stream<TimedSocket&> tls(timed, *options_.tls);
     beast::error_code ec;
     tls.handshake(net::ssl::stream_base::server, ec);
     if (ec) {
@@ -171,7 +173,7 @@ void HttpServer::Serve(tcp::socket socket) {
       ::SSL_shutdown(tls.native_handle());
     }
   } else {
-    ServeRequests(socket, socket);
+    ServeRequests(timed, socket);
   }
   beast::error_code ignored;
   socket.shutdown(tcp::socket::shutdown_send, ignored);
@@ -219,7 +221,7 @@ void HttpServer::ServeRequests(Stream& stream, tcp::socket& socket) {
                            "invalid_request_error"));
       break;
     }
-    if (ec) break;  // end of stream, timeout, reset
+    if (ec) break;  // end of stream, idle timeout, reset
     {
       std::lock_guard<std::mutex> lock(mu_);
       open_fds_[fd] = true;

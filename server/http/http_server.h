@@ -45,6 +45,7 @@ struct HttpServerOptions {
   std::string host = "0.0.0.0";
   int port = 8080;            // 0 = any free port (tests)
   uint64_t max_body_bytes = 4 << 20;
+  int idle_timeout_ms = 60000;  // a connection waiting this long for the client's next bytes is closed
   std::shared_ptr<boost::asio::ssl::context> tls;  // set: every connection is TLS (MakeServerSslContext)
 };
 
