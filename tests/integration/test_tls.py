@@ -1,11 +1,15 @@
 """TLS on both front ends (server.tls_cert_file, server.tls_key_file) with a self-signed certificate made here:
 the openai client over HTTPS (httpx verifying against the certificate), grpcio over ssl_channel_credentials;
 plaintext is refused; bad TLS options stop start-up with exit 1 and a log line naming the option."""
+import http.client as http_client
+import json
 import os
 import shutil
+import socket
 import ssl
 import subprocess
 import tempfile
+import time
 
 import grpc
 import httpx
@@ -14,7 +18,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import requests_shim as http
-from conftest import BIN, Daemon
+from conftest import BIN, Daemon, metric_value
 
 
 def make_cert(directory, name):
@@ -106,3 +110,28 @@ def test_bad_tls_options_stop_start_up(certs):
         r = run_serve(*args)
         assert r.returncode == 1, (args, r.returncode, r.stdout, r.stderr)
         assert expected in r.stdout + r.stderr, (args, r.stdout, r.stderr)
+
+
+def test_client_leaving_a_tls_stream_is_noticed(tls_daemon):
+    """A streamed request whose TLS client goes away mid-stream is aborted (the running gauge returns to 0)."""
+    def running():
+        conn = http_client.HTTPSConnection("127.0.0.1", tls_daemon.http_port, context=tls_daemon.ssl_context)
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+        conn.close()
+        return metric_value(text, "tqserve_num_requests_running")
+
+    conn = http_client.HTTPSConnection("127.0.0.1", tls_daemon.http_port, context=tls_daemon.ssl_context, timeout=60)
+    body = json.dumps({"prompt": "Tell me a long story", "max_tokens": 1500, "stream": True, "ignore_eos": True})
+    conn.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    resp.fp.readline()  # the first event: the sequence runs
+    assert running() == 1
+    conn.sock.shutdown(socket.SHUT_RDWR)
+    resp.close()
+    conn.close()
+    deadline = time.time() + 20
+    while time.time() < deadline and running() != 0:
+        time.sleep(0.1)
+    assert running() == 0
