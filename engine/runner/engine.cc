@@ -164,9 +164,13 @@ void Engine::Finish(Sequence& seq, FinishReason reason, Status error) {
       ev.timings.generated_tokens_per_second = (ev.usage.completion_tokens - 1) / decode;
     }
   }
+  {
+    // The id is released before the final event goes out: a client that reacts to it cannot abort a request
+    // that no longer exists.
+    std::lock_guard<std::mutex> lock(mu_);
+    ids_.erase(seq.req.id);
+  }
   seq.sink(std::move(ev));
-  std::lock_guard<std::mutex> lock(mu_);
-  ids_.erase(seq.req.id);
 }
 
 void Engine::Admit() {
