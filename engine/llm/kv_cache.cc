@@ -186,9 +186,8 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
     // First page: the per-channel RMS of its values (token 0, an attention sink, left out) becomes the channel
     // scale of a compressed V; stored values are divided by it from then on and Attend multiplies the output by
     // it (exact: out = sum_t p_t v_t = scale * sum_t p_t (v_t / scale)). Equalizing the channels before the
-    // rotation measured better for V (SmolLM2, wiki.test.raw ctx 512, 8 chunks: f16/tq4 +0.3% instead of +0.9%)
-    // but worse for K, whose errors the query then amplifies (tq4/f16 +9.7% instead of +5.5%), so keys are
-    // stored as they are. The same experiment with mean centering made both worse.
+    // rotation measured better for V but worse for K, whose errors the query then amplifies, so keys are stored
+    // as they are (docs/kv.md). Mean centering made both worse.
     for (int kv = 1; kv < 2; ++kv) {
       if (f.v == KvFormat::kF16) continue;
       std::vector<float>& stage = kv == 0 ? h.k_stage : h.v_stage;
