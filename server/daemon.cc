@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <sstream>
@@ -101,6 +102,32 @@ int RunDaemon(const config::Config& cfg) {
   eo.kv.hot_format = cfg.kv.hot_format;
   eo.kv.active_format = cfg.kv.active_format;
   eo.kv.sparse_format = cfg.kv.sparse_format;
+  // The HTTP listener starts before the model loads, so probes answer during the load: /health 200, /ready and
+  // everything else 503 until the router is installed. `router` outlives `http` (declared first).
+  std::unique_ptr<Metrics> metrics;
+  std::unique_ptr<Router> router;
+  std::atomic<Router*> router_ptr{nullptr};
+  HttpServerOptions ho;
+  ho.host = cfg.server.host;
+  ho.port = cfg.server.http_port;
+  ho.max_body_bytes = static_cast<uint64_t>(cfg.limits.max_body_bytes);
+  ho.tls = tls_context;
+  ho.idle_timeout_ms = static_cast<int>(cfg.server.idle_timeout_s * 1000);
+  HttpServer http(ho, [&](const HttpRequest& r, ResponseWriter& w) {
+    if (Router* ready_router = router_ptr.load(std::memory_order_acquire)) return ready_router->Handle(r, w);
+    const std::string_view target(r.target().data(), r.target().size());
+    if (target == "/health") {
+      w.Send(JsonResponse(http::status::ok, R"({"status":"ok"})"));
+    } else if (target == "/ready") {
+      w.Send(JsonResponse(http::status::service_unavailable, R"({"status":"loading"})"));
+    } else {
+      w.Send(ErrorResponse(http::status::service_unavailable, "the model is loading", "service_unavailable"));
+    }
+  });
+  if (Status s = http.Start(); !s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return 1;
+  }
   spdlog::info("loading model {}", eo.model_path);
   const auto t0 = Clock::now();
   auto created = engine::Engine::Create(eo);
@@ -140,27 +167,17 @@ int RunDaemon(const config::Config& cfg) {
 
   // KV capacity for the usage gauge: every running sequence at full context in the configured formats.
   const double kv_per_token = 2.0 * hp.n_layers * hp.n_kv_heads * hp.head_dim * eng->kv_layout().bits_per_value() / 8;
-  Metrics metrics(static_cast<uint64_t>(kv_per_token * eng->ctx_size() * cfg.engine.max_running));
+  metrics = std::make_unique<Metrics>(static_cast<uint64_t>(kv_per_token * eng->ctx_size() * cfg.engine.max_running));
 
   RouterOptions ro;
   ro.api = api;
   ro.api_keys = keys;
   ro.max_concurrent_requests = cfg.limits.max_concurrent_requests;
   ro.request_timeout_s = cfg.limits.request_timeout_s;
-  Router router(ro, eng.get(), &metrics, &state);
-  HttpServerOptions ho;
-  ho.host = cfg.server.host;
-  ho.port = cfg.server.http_port;
-  ho.max_body_bytes = static_cast<uint64_t>(cfg.limits.max_body_bytes);
-  ho.tls = tls_context;
-  ho.idle_timeout_ms = static_cast<int>(cfg.server.idle_timeout_s * 1000);
-  HttpServer http([&] { return ho; }(), [&](const HttpRequest& r, ResponseWriter& w) { router.Handle(r, w); });
-  if (Status s = http.Start(); !s.ok()) {
-    spdlog::error("{}", s.ToString());
-    return 1;
-  }
+  router = std::make_unique<Router>(ro, eng.get(), metrics.get(), &state);
+  router_ptr.store(router.get(), std::memory_order_release);
 
-  InferenceService service(api, keys, cfg.limits.request_timeout_s, eng.get(), &metrics, &state);
+  InferenceService service(api, keys, cfg.limits.request_timeout_s, eng.get(), metrics.get(), &state);
   std::unique_ptr<grpc::Server> grpc_server;
   if (cfg.server.grpc_port != 0) {
     grpc::EnableDefaultHealthCheckService(true);
@@ -194,7 +211,7 @@ int RunDaemon(const config::Config& cfg) {
   spdlog::info("{} received: draining (up to {} s)", signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
                cfg.server.drain_timeout_s);
   state.draining = true;
-  metrics.SetDraining(true);
+  metrics->SetDraining(true);
   eng->StopAdmitting();
   if (grpc_server) grpc_server->GetHealthCheckService()->SetServingStatus(false);
 
