@@ -19,30 +19,13 @@ struct CalibrateArgs {
 };
 
 int Run(const CalibrateArgs& a) {
-  auto path = ResolveModelPath(a.model);
-  if (!path.ok()) {
-    std::fprintf(stderr, "tqserve calibrate: %s\n", path.status().ToString().c_str());
-    return kExitFailure;
-  }
-  std::ifstream in(a.file, std::ios::binary);
-  if (!in) {
-    std::fprintf(stderr, "tqserve calibrate: cannot read %s\n", a.file.c_str());
-    return kExitFailure;
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  auto model = engine::Model::Open(*path);
-  if (!model.ok()) {
-    std::fprintf(stderr, "tqserve calibrate: %s\n", model.status().ToString().c_str());
-    return kExitFailure;
-  }
-  auto tok = engine::Tokenizer::FromGguf((*model)->gguf());
-  if (!tok.ok()) {
-    std::fprintf(stderr, "tqserve calibrate: %s\n", tok.status().ToString().c_str());
+  auto in = LoadModelAndText(a.model, a.file);
+  if (!in.ok()) {
+    std::fprintf(stderr, "tqserve calibrate: %s\n", in.status().ToString().c_str());
     return kExitFailure;
   }
   engine::ThreadPool pool(a.model.threads);
-  auto profile = engine::Calibrate(**model, **tok, text.str(), a.ctx, a.chunks, pool);
+  auto profile = engine::Calibrate(*in->model, *in->tokenizer, in->text, a.ctx, a.chunks, pool);
   if (!profile.ok()) {
     std::fprintf(stderr, "tqserve calibrate: %s\n", profile.status().ToString().c_str());
     return kExitFailure;

@@ -33,28 +33,15 @@ nlohmann::json PplJson(const engine::PplResult& r) {
 }
 
 int Run(const EvalArgs& a, bool kld) {
-  auto path = ResolveModelPath(a.model);
-  if (!path.ok()) {
-    std::fprintf(stderr, "tqserve eval: %s\n", path.status().ToString().c_str());
+  auto in = LoadModelAndText(a.model, a.file);
+  if (!in.ok()) {
+    std::fprintf(stderr, "tqserve eval: %s\n", in.status().ToString().c_str());
     return kExitFailure;
   }
-  std::ifstream in(a.file, std::ios::binary);
-  if (!in) {
-    std::fprintf(stderr, "tqserve eval: cannot read %s\n", a.file.c_str());
-    return kExitFailure;
-  }
-  std::stringstream buf;
-  buf << in.rdbuf();
-  auto model = engine::Model::Open(*path);
-  if (!model.ok()) {
-    std::fprintf(stderr, "tqserve eval: %s\n", model.status().ToString().c_str());
-    return kExitFailure;
-  }
-  auto tok = engine::Tokenizer::FromGguf((*model)->gguf());
-  if (!tok.ok()) {
-    std::fprintf(stderr, "tqserve eval: %s\n", tok.status().ToString().c_str());
-    return kExitFailure;
-  }
+  const std::string* path = &in->model_path;
+  const std::string& text = in->text;
+  engine::Model* const model = in->model.get();
+  engine::Tokenizer* const tok = in->tokenizer.get();
   engine::ThreadPool pool(a.model.threads);
   engine::EvalOptions o;
   o.ctx = a.ctx;
@@ -70,7 +57,7 @@ int Run(const EvalArgs& a, bool kld) {
                      {"kv_k", a.model.kv.k_format}, {"kv_v", a.model.kv.v_format},
                      {"kv_boundary_layers", a.model.kv.boundary_layers}, {"kv_preset", a.model.kv.preset}};
   if (!kld) {
-    auto r = engine::Perplexity(**model, **tok, buf.str(), o, pool, progress);
+    auto r = engine::Perplexity(*model, *tok, text, o, pool, progress);
     if (!r.ok()) {
       std::fprintf(stderr, "tqserve eval ppl: %s\n", r.status().ToString().c_str());
       return kExitFailure;
@@ -86,7 +73,7 @@ int Run(const EvalArgs& a, bool kld) {
     }
     return kExitOk;
   }
-  auto r = engine::KlDivergence(**model, **tok, buf.str(), o, pool, progress);
+  auto r = engine::KlDivergence(*model, *tok, text, o, pool, progress);
   if (!r.ok()) {
     std::fprintf(stderr, "tqserve eval kld: %s\n", r.status().ToString().c_str());
     return kExitFailure;
@@ -122,28 +109,17 @@ struct NiahArgs {
 };
 
 int RunNiah(const NiahArgs& a) {
-  auto path = ResolveModelPath(a.model);
-  if (!path.ok()) {
-    std::fprintf(stderr, "tqserve eval niah: %s\n", path.status().ToString().c_str());
+  auto in = LoadModelAndText(a.model, a.file);
+  if (!in.ok()) {
+    std::fprintf(stderr, "tqserve eval niah: %s\n", in.status().ToString().c_str());
     return kExitFailure;
   }
-  std::ifstream in(a.file, std::ios::binary);
-  if (!in) {
-    std::fprintf(stderr, "tqserve eval niah: cannot read %s\n", a.file.c_str());
-    return kExitFailure;
-  }
-  std::stringstream buf;
-  buf << in.rdbuf();
-  auto model = engine::Model::Open(*path);
-  if (!model.ok()) {
-    std::fprintf(stderr, "tqserve eval niah: %s\n", model.status().ToString().c_str());
-    return kExitFailure;
-  }
-  auto tok = engine::Tokenizer::FromGguf((*model)->gguf());
-  auto tmpl_text = (*model)->gguf().GetStringOr("tokenizer.chat_template", "");
+  const std::string* path = &in->model_path;
+  engine::Model* const model = in->model.get();
+  auto tmpl_text = model->gguf().GetStringOr("tokenizer.chat_template", "");
   auto chat = tmpl_text.ok() ? engine::DetectChatTemplate(*tmpl_text) : tmpl_text.status();
-  if (!tok.ok() || !chat.ok()) {
-    std::fprintf(stderr, "tqserve eval niah: %s\n", (!tok.ok() ? tok.status() : chat.status()).ToString().c_str());
+  if (!chat.ok()) {
+    std::fprintf(stderr, "tqserve eval niah: %s\n", chat.status().ToString().c_str());
     return kExitFailure;
   }
   engine::ThreadPool pool(a.model.threads);
@@ -153,7 +129,7 @@ int RunNiah(const NiahArgs& a) {
   o.trials = a.trials;
   o.seed = a.seed;
   o.kv = a.model.kv;
-  auto r = engine::NeedleInAHaystack(**model, **tok, *chat, buf.str(), o, pool);
+  auto r = engine::NeedleInAHaystack(*model, *in->tokenizer, *chat, in->text, o, pool);
   if (!r.ok()) {
     std::fprintf(stderr, "tqserve eval niah: %s\n", r.status().ToString().c_str());
     return kExitFailure;

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "config/loader.h"
 
@@ -34,6 +35,19 @@ StatusOr<std::string> ResolveModelPath(const ModelArgs& a) {
                          (a.model.empty() ? " (fetch the default model with scripts/fetch-model.sh)" : ""));
   }
   return path;
+}
+
+StatusOr<LoadedInputs> LoadModelAndText(const ModelArgs& args, const std::string& text_file) {
+  LoadedInputs in;
+  TQ_ASSIGN_OR_RETURN(in.model_path, ResolveModelPath(args));
+  std::ifstream file(text_file, std::ios::binary);
+  if (!file) return NotFoundError("cannot read " + text_file);
+  std::stringstream text;
+  text << file.rdbuf();
+  in.text = text.str();
+  TQ_ASSIGN_OR_RETURN(in.model, engine::Model::Open(in.model_path));
+  TQ_ASSIGN_OR_RETURN(in.tokenizer, engine::Tokenizer::FromGguf(in.model->gguf()));
+  return in;
 }
 
 uint64_t PeakRssBytes() {

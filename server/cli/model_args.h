@@ -3,10 +3,13 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
 
 #include "common/status.h"
 #include "engine/llm/kv_cache.h"
+#include "engine/llm/model.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace tq::cli {
 
@@ -21,6 +24,17 @@ void AddModelFlags(CLI::App* app, ModelArgs* args);
 
 // The model path to load: --model, or the default model in model.dir (TQ_MODEL_DIR, config defaults).
 StatusOr<std::string> ResolveModelPath(const ModelArgs& args);
+
+// A model with its tokenizer and the text of a file, loaded for an offline tool (eval, calibrate).
+struct LoadedInputs {
+  std::string model_path;
+  std::unique_ptr<engine::Model> model;
+  std::unique_ptr<engine::Tokenizer> tokenizer;
+  std::string text;
+};
+
+// Resolves and opens the model, builds its tokenizer, and reads `text_file` whole.
+StatusOr<LoadedInputs> LoadModelAndText(const ModelArgs& args, const std::string& text_file);
 
 // Peak resident set size of this process in bytes (VmHWM), 0 where unknown.
 uint64_t PeakRssBytes();

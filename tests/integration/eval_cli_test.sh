@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# tqserve eval / calibrate end to end on the default model (skips without it) and ../shared's WikiText-2.
+# Usage: eval_cli_test.sh path/to/tqserve
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+bin=$1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+text="$root/../shared/data/wikitext-2-raw/wiki.test.raw"
+model="${TQ_MODEL_DIR:-$HOME/.cache/tqserve/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ ! -f "$text" ] || [ ! -f "$model" ]; then
+  echo "skip - needs $text (../shared) and $model (scripts/fetch-model.sh)"
+  exit 0
+fi
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+json() { python3 -c "import json,sys; d=json.load(open('$1')); print($2)"; }
+
+expect_rc 0 "eval ppl --json" -- "$bin" eval ppl -m "$model" -f "$text" --ctx 256 --chunks 1 -t 2 --json
+echo "$out" | sed -n '/^{/,$p' > "$tmp/ppl.json"
+ppl=$(json "$tmp/ppl.json" "d['ppl']")
+python3 -c "import sys; sys.exit(0 if 5 < $ppl < 100 else 1)" && pass "ppl $ppl is plausible" || fail "ppl $ppl"
+[ "$(json "$tmp/ppl.json" "d['tokens']")" = 127 ] && pass "scores ctx/2 - 1 tokens" || fail "token count"
+
+expect_rc 0 "eval kld tq4 vs f16" -- "$bin" eval kld -m "$model" -f "$text" --ctx 256 --chunks 1 -t 2 \
+  --kv-k tq4 --kv-v tq4 --json
+echo "$out" | sed -n '/^{/,$p' > "$tmp/kld.json"
+python3 -c "import json; d=json.load(open('$tmp/kld.json')); assert d['kld_mean'] > 0 and d['same_top'] < 1 and d['bits_per_value'] == 4.25, d" \
+  && pass "kld of tq4 is positive" || fail "kld json: $(cat "$tmp/kld.json")"
+
+expect_rc 0 "calibrate" -- "$bin" calibrate -m "$model" -f "$text" --ctx 256 --chunks 1 -t 2 -o "$tmp/profile.json"
+[ "$(json "$tmp/profile.json" "len(d['score']) * len(d['score'][0])")" = 90 ] && pass "profile has 30x3 heads" \
+  || fail "profile shape"
+expect_rc 0 "eval ppl with the longdoc preset" -- "$bin" eval ppl -m "$model" -f "$text" --ctx 256 --chunks 1 -t 2 \
+  --kv-preset longdoc --kv-profile "$tmp/profile.json" --json
+echo "$out" | sed -n '/^{/,$p' > "$tmp/preset.json"
+[ "$(json "$tmp/preset.json" "[d['heads_by_class'][k] for k in ('hot', 'active', 'sparse')]")" = "[9, 54, 27]" ] \
+  && pass "longdoc splits 90 heads 9/54/27" || fail "classes: $(cat "$tmp/preset.json")"
+
+expect_rc 1 "unknown preset" -- "$bin" eval ppl -m "$model" -f "$text" --chunks 1 --kv-preset fastest
+expect_out "unknown KV preset" "names the problem"
+expect_rc 1 "ranked preset without a profile" -- "$bin" eval ppl -m "$model" -f "$text" --chunks 1 --kv-preset chat
+expect_out "needs a head profile" "says a profile is needed"
+expect_rc 1 "missing text file" -- "$bin" eval ppl -m "$model" -f "$tmp/none.txt"
+expect_rc 1 "unknown format" -- "$bin" eval ppl -m "$model" -f "$text" --kv-k tq9 --kv-v tq9 --chunks 1
+finish
