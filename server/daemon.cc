@@ -178,6 +178,7 @@ int RunDaemon(const config::Config& cfg) {
   router_ptr.store(router.get(), std::memory_order_release);
 
   InferenceService service(api, keys, cfg.limits.request_timeout_s, eng.get(), metrics.get(), &state);
+  service.set_max_concurrent_requests(cfg.limits.max_concurrent_requests);
   std::unique_ptr<grpc::Server> grpc_server;
   if (cfg.server.grpc_port != 0) {
     grpc::EnableDefaultHealthCheckService(true);

@@ -141,17 +141,23 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
                                                                 " tokens; the limit is " + std::to_string(max_prompt));
   }
 
+  // limits.max_concurrent_requests counts HTTP and gRPC generations together: count first, then check.
+  const int now_in_flight = ++state_->in_flight;
+  struct Release {
+    ServerState* s;
+    ~Release() { --s->in_flight; }
+  } release{state_};
+  if (max_concurrent_requests_ > 0 && now_in_flight > max_concurrent_requests_) {
+    metrics_->CountRequest("grpc.Generate", "rejected");
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "too many concurrent requests (limit " + std::to_string(max_concurrent_requests_) + ")");
+  }
   const std::string id = r.id;
   auto channel = std::make_shared<EventChannel>();
   if (Status s = engine_->Submit(std::move(r), EventChannel::SinkFor(channel, 0)); !s.ok()) {
     metrics_->CountRequest("grpc.Generate", "rejected");
     return ToGrpc(s);
   }
-  ++state_->in_flight;
-  struct Release {
-    ServerState* s;
-    ~Release() { --s->in_flight; }
-  } release{state_};
   bool aborted = false;
   bool timed_out = false;  // aborted because the server's limit or the client's deadline passed
   for (;;) {

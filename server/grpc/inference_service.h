@@ -22,6 +22,9 @@ class InferenceService final : public tqserve::v1::Inference::Service {
   InferenceService(ApiContext api, std::vector<std::string> api_keys, double request_timeout_s,
                    engine::Engine* engine, Metrics* metrics, ServerState* state);
 
+  // limits.max_concurrent_requests (0 = unlimited), shared with HTTP through ServerState::in_flight.
+  void set_max_concurrent_requests(int n) { max_concurrent_requests_ = n; }
+
   grpc::Status Generate(grpc::ServerContext* context, const tqserve::v1::GenerateRequest* request,
                         grpc::ServerWriter<tqserve::v1::GenerateResponse>* writer) override;
   grpc::Status Tokenize(grpc::ServerContext* context, const tqserve::v1::TokenizeRequest* request,
@@ -46,6 +49,7 @@ class InferenceService final : public tqserve::v1::Inference::Service {
   engine::Engine* engine_;
   Metrics* metrics_;
   ServerState* state_;
+  int max_concurrent_requests_ = 0;
 };
 
 // tq::Status -> grpc::Status, the one conversion.

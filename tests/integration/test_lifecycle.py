@@ -123,3 +123,22 @@ def test_sigterm_drains_streams():
         assert status == 200 and done, r
         assert finish in ("shutdown", "length", "stop"), r
     assert "drained" in d.logs()
+
+
+def test_concurrency_limit_covers_grpc(grpc_pb):
+    import grpc
+    m, g = grpc_pb
+    d = Daemon(extra_args=["--max-concurrent-requests", "1"])
+    try:
+        long_body = {"prompt": "Count:", "max_tokens": 400, "ignore_eos": True}
+        t = threading.Thread(target=lambda: http_shim.post(d.url + "/v1/completions", long_body))
+        t.start()
+        time.sleep(0.5)
+        with grpc.insecure_channel(f"127.0.0.1:{d.grpc_port}") as ch:
+            stub = g.InferenceStub(ch)
+            with pytest.raises(grpc.RpcError) as e:
+                list(stub.Generate(m.GenerateRequest(prompt="x", sampling=m.SamplingParams(max_tokens=1)), timeout=30))
+            assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        t.join()
+    finally:
+        assert d.stop() == 0
