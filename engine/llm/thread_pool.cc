@@ -26,10 +26,11 @@ void ThreadPool::RunChunks(uint32_t generation, int index) {
     do {
       if (static_cast<uint32_t>(c >> 32) != generation) return;
       chunk = static_cast<int64_t>(c & 0xffffffffu);
-      if (chunk >= chunks_) return;
+      if (chunk >= chunks_.load(std::memory_order_relaxed)) return;
     } while (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire));
-    const int64_t begin = job_n_ * chunk / chunks_;
-    const int64_t end = job_n_ * (chunk + 1) / chunks_;
+    const int64_t chunks = chunks_.load(std::memory_order_relaxed);
+    const int64_t begin = job_n_ * chunk / chunks;
+    const int64_t end = job_n_ * (chunk + 1) / chunks;
     if (begin < end) (*job_)(begin, end, index);
     done_.fetch_add(1, std::memory_order_acq_rel);
   }
@@ -43,7 +44,8 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
   const uint32_t generation = generation_.load(std::memory_order_relaxed) + 1;
   job_ = &fn;
   job_n_ = n;
-  chunks_ = std::min<int64_t>(n, 4 * static_cast<int64_t>(size()));
+  const int64_t chunks = std::min<int64_t>(n, 4 * static_cast<int64_t>(size()));
+  chunks_.store(chunks, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
   claim_.store(static_cast<uint64_t>(generation) << 32, std::memory_order_release);
   {
@@ -52,7 +54,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
   }
   wake_.notify_all();
   RunChunks(generation, 0);
-  while (done_.load(std::memory_order_acquire) != chunks_) std::this_thread::yield();
+  while (done_.load(std::memory_order_acquire) != chunks) std::this_thread::yield();
   // Close the job: a late worker's compare-exchange against an index of this generation can no longer succeed,
   // so it cannot run a chunk with the next job's fields.
   claim_.store((static_cast<uint64_t>(generation) << 32) | 0xffffffffu, std::memory_order_release);

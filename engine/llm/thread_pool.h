@@ -45,7 +45,9 @@ class ThreadPool {
   bool stop_ = false;
   const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
   int64_t job_n_ = 0;
-  int64_t chunks_ = 0;
+  // Chunks of the current job. Atomic because a late worker may compare against it while the next job sets it;
+  // the compare-exchange on claim_ decides, and job_ / job_n_ are read only after a successful claim.
+  std::atomic<int64_t> chunks_{0};
 };
 
 }  // namespace tq::engine
