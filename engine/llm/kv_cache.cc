@@ -151,7 +151,7 @@ struct SequenceKv::HeadPages {
   std::vector<std::vector<uint8_t>> k_full, v_full;
   std::vector<uint8_t> k_tail, v_tail;  // f16 pages
   std::vector<float> k_stage, v_stage;  // [kPage][head_dim]
-  std::vector<float> k_scale, v_scale;  // [head_dim] per-channel scales once set (compressed sides only)
+  std::vector<float> v_scale;           // [head_dim] per-channel value scales once set (compressed V only)
   int tail_tokens = 0;
 };
 
@@ -188,10 +188,9 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
     // it (exact: out = sum_t p_t v_t = scale * sum_t p_t (v_t / scale)). Equalizing the channels before the
     // rotation measured better for V but worse for K, whose errors the query then amplifies, so keys are stored
     // as they are (docs/kv.md). Mean centering made both worse.
-    for (int kv = 1; kv < 2; ++kv) {
-      if (f.v == KvFormat::kF16) continue;
-      std::vector<float>& stage = kv == 0 ? h.k_stage : h.v_stage;
-      std::vector<float>& scale = kv == 0 ? h.k_scale : h.v_scale;
+    if (f.v != KvFormat::kF16) {
+      std::vector<float>& stage = h.v_stage;
+      std::vector<float>& scale = h.v_scale;
       std::vector<double> ss(head_dim_, 0.0);
       for (int t = 1; t < kPage; ++t) {
         for (int i = 0; i < head_dim_; ++i) ss[i] += double(stage[size_t(t) * head_dim_ + i]) * stage[size_t(t) * head_dim_ + i];
@@ -263,10 +262,10 @@ Status SequenceKv::Append(int layer, int pos, const float* k, const float* v) {
         TQ_RETURN_IF_ERROR(kernels::InitPage(header, tail));
         stage.resize(static_cast<size_t>(kPage) * head_dim_);
       }
-      const std::vector<float>& scale = kv == 0 ? hp.k_scale : hp.v_scale;
-      float* row = stage.data() + static_cast<size_t>(t) * head_dim_;
-      for (int i = 0; i < head_dim_; ++i) row[i] = scale.empty() ? src[i] : src[i] / scale[i];
-      src = row;
+      const bool scaled = kv == 1 && !hp.v_scale.empty();
+      float* staged = stage.data() + static_cast<size_t>(t) * head_dim_;
+      for (int i = 0; i < head_dim_; ++i) staged[i] = scaled ? src[i] / hp.v_scale[i] : src[i];
+      src = staged;
       // f16 code group: row i holds coordinate i of the group's 16 tokens, 2 bytes each.
       uint8_t* group = tail.data() + cl.codes_offset + static_cast<size_t>(t / kernels::kGroupTokens) * cl.group_bytes;
       const int tg = t % kernels::kGroupTokens;
@@ -338,16 +337,7 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
     refs.push_back({hp.k_tail.data(), hp.v_tail.data(), KvFormat::kF16, KvFormat::kF16, hp.tail_tokens});
   }
   kernels::AttentionStats stats;
-  const float* qs = q;
-  std::vector<float> scaled;
-  if (!hp.k_scale.empty()) {
-    scaled.assign(q, q + static_cast<size_t>(rows) * group * d);
-    for (size_t r = 0; r < scaled.size(); r += d) {
-      for (int i = 0; i < d; ++i) scaled[r + i] *= hp.k_scale[i];
-    }
-    qs = scaled.data();
-  }
-  TQ_RETURN_IF_ERROR(kernels::PrefillAttention(refs, d, qs, rows, group, first_pos, {}, out, &stats));
+  TQ_RETURN_IF_ERROR(kernels::PrefillAttention(refs, d, q, rows, group, first_pos, {}, out, &stats));
   if (!hp.v_scale.empty()) {
     for (size_t r = 0; r < static_cast<size_t>(rows) * group * d; r += d) {
       for (int i = 0; i < d; ++i) out[r + i] *= hp.v_scale[i];
