@@ -7,6 +7,7 @@
 
 #include "kernels/attention/speed.h"
 #include "kernels/formats/format.h"
+#include "server/cli/bench_decode.h"
 #include "server/cli/commands.h"
 
 namespace tq::cli {
@@ -86,7 +87,11 @@ Command AddBenchCommand(CLI::App& parent) {
   attention->add_option("--min-seconds", flags->speed.min_seconds, "Time per format")->capture_default_str();
   attention->add_option("--formats", flags->formats, "Formats to measure (default: all; f16 always)");
   attention->add_flag("--json", flags->json, "Print a JSON list");
-  return Command{app, [flags] { return RunBenchAttention(*flags); }};
+  CLI::App* decode = nullptr;
+  std::function<int()> run_decode = AddBenchDecode(app, &decode);
+  return Command{app, [flags, decode, run_decode] {
+                   return decode->parsed() ? run_decode() : RunBenchAttention(*flags);
+                 }};
 }
 
 }  // namespace tq::cli

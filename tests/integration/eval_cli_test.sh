@@ -35,6 +35,11 @@ echo "$out" | sed -n '/^{/,$p' > "$tmp/preset.json"
 [ "$(json "$tmp/preset.json" "[d['heads_by_class'][k] for k in ('hot', 'active', 'sparse')]")" = "[9, 54, 27]" ] \
   && pass "longdoc splits 90 heads 9/54/27" || fail "classes: $(cat "$tmp/preset.json")"
 
+expect_rc 0 "bench decode" -- "$bin" bench decode -m "$model" -t 2 --ctx 64,160 --formats f16,tq4 --steps 2 --json
+echo "$out" | sed -n '/^\[/,$p' > "$tmp/decode.json"
+python3 -c "import json; d=json.load(open('$tmp/decode.json')); assert len(d) == 4 and all(r['tokens_per_second'] > 0 for r in d) and d[0]['ratio_vs_first'] == 1, d" \
+  && pass "bench decode reports every (format, ctx)" || fail "bench decode json: $(cat "$tmp/decode.json")"
+
 expect_rc 1 "unknown preset" -- "$bin" eval ppl -m "$model" -f "$text" --chunks 1 --kv-preset fastest
 expect_out "unknown KV preset" "names the problem"
 expect_rc 1 "ranked preset without a profile" -- "$bin" eval ppl -m "$model" -f "$text" --chunks 1 --kv-preset chat
