@@ -51,6 +51,7 @@ def main():
                        check=True, stdout=sys.stderr)
     rows = []
     for name, flags in CONFIGS:
+        ranked = "--kv-preset" in flags and not flags[flags.index("--kv-preset") + 1].startswith("uniform")
         cmd = [a.tqserve, "eval", "kld", *common, "--ctx", str(a.ctx), "--chunks", str(a.chunks), "--json",
                "--kv-profile", profile, *flags]
         r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
@@ -60,19 +61,23 @@ def main():
                      "delta_ppl_percent": r["delta_ppl_percent"], "kld_mean": r["kld_mean"],
                      "kld_p99": r["kld_p99"], "same_top": r["same_top"], "bits_per_value": r["bits_per_value"],
                      "kv_bytes_per_token": sum(tiers.values()) / a.ctx,
-                     "tier_share": {k: v / total for k, v in tiers.items()}, "heads_by_class": r["heads_by_class"]})
+                     "tier_share": {k: v / total for k, v in tiers.items()}, "heads_by_class": r["heads_by_class"],
+                     # 2k-token sequences whose RAM bytes fit in 256 MiB: a ranked preset keeps its SPARSE heads on
+                     # the cold tier (disk), so hot + warm count; a uniform configuration is all in RAM.
+                     "seqs_2k_in_256mib": int((256 << 20) // max(1.0, (
+                         tiers["hot"] + tiers["warm"] if ranked else total) / a.ctx * 2048))})
         print(f"done {name}", file=sys.stderr)
     if a.json:
         print(json.dumps(rows, indent=1))
         return
     print(f"ctx {a.ctx}, {a.chunks} chunks, {a.threads} threads, reference: f16 KV (ppl {rows[0]['ref_ppl']:.4f})")
     print(f"{'config':30} {'bits':>6} {'dPPL':>8} {'KLD':>9} {'KLD p99':>8} {'same top':>8} {'B/token':>9} "
-          f"{'hot/warm/cold bytes':>20}")
+          f"{'hot/warm/cold bytes':>20} {'2k seqs/256MiB':>14}")
     for r in rows:
         t = r["tier_share"]
         print(f"{r['config']:30} {r['bits_per_value']:6.2f} {r['delta_ppl_percent']:+7.2f}% {r['kld_mean']:9.5f} "
               f"{r['kld_p99']:8.4f} {100 * r['same_top']:7.2f}% {r['kv_bytes_per_token']:9.0f} "
-              f"{100 * t['hot']:6.1f}/{100 * t['warm']:5.1f}/{100 * t['cold']:5.1f}%")
+              f"{100 * t['hot']:6.1f}/{100 * t['warm']:5.1f}/{100 * t['cold']:5.1f}% {r['seqs_2k_in_256mib']:14d}")
 
 
 if __name__ == "__main__":
