@@ -56,6 +56,16 @@ struct KvConfig {
   std::string hot_format = "f16";
   std::string active_format = "int8";
   std::string sparse_format = "tq4";
+  // Tiers (engine/kv/page_store.h): budgets in bytes; the cold tier exists when cold_dir is set.
+  int64_t hot_bytes = int64_t{2} << 30;
+  int64_t warm_bytes = int64_t{2} << 30;
+  bool warm_lock = false;
+  std::string cold_dir;
+  int64_t cold_bytes = int64_t{16} << 30;
+  int64_t cold_cache_bytes = int64_t{128} << 20;
+  std::string io_backend = "auto";  // auto | io_uring | pread
+  int io_depth = 64;
+  bool direct_io = true;
 };
 
 struct Config {

@@ -112,6 +112,29 @@ std::vector<Option> BuildOptionTable(Config* c) {
       StringField(&c->kv.active_format, "int8"));
   Add(&t, "kv.sparse_format", "kv-sparse", "Format of SPARSE heads: FMT or KFMT/VFMT",
       StringField(&c->kv.sparse_format, "tq4"));
+  Add(&t, "kv.hot_bytes", "kv-hot-bytes",
+      "Budget of the hot tier (RAM; HBM with a GPU) for full KV pages: HOT heads, and others' overflow; 0 = none",
+      BytesField(&c->kv.hot_bytes, int64_t{2} << 30, 0, int64_t{1} << 50));
+  Add(&t, "kv.warm_bytes", "kv-warm-bytes", "Budget of the warm tier (host RAM) for ACTIVE heads' pages; 0 = none",
+      BytesField(&c->kv.warm_bytes, int64_t{2} << 30, 0, int64_t{1} << 50));
+  Add(&t, "kv.warm_lock", "kv-warm-lock", "mlock the warm tier (needs RLIMIT_MEMLOCK; runs unlocked if refused)",
+      BoolField(&c->kv.warm_lock, false));
+  Add(&t, "kv.cold_dir", "kv-cold-dir",
+      "Directory of the cold tier's files (NVMe) for SPARSE heads' pages; empty = no cold tier (SPARSE in warm)",
+      StringField(&c->kv.cold_dir, ""));
+  Add(&t, "kv.cold_bytes", "kv-cold-bytes", "Budget of the cold tier on disk",
+      BytesField(&c->kv.cold_bytes, int64_t{16} << 30, int64_t{1} << 20, int64_t{1} << 50));
+  Add(&t, "kv.cold_cache_bytes", "kv-cold-cache-bytes",
+      "RAM cache of cold pages that prefetch reads into and attention reads from",
+      BytesField(&c->kv.cold_cache_bytes, int64_t{128} << 20, int64_t{1} << 20, int64_t{1} << 50));
+  Add(&t, "kv.io_backend", "kv-io-backend",
+      "Cold tier I/O: io_uring, pread (a thread pool; works where seccomp denies io_uring) or auto (io_uring, "
+      "else pread)",
+      EnumField(&c->kv.io_backend, "auto", {"auto", "io_uring", "pread"}));
+  Add(&t, "kv.io_depth", "kv-io-depth", "Cold tier reads and writes in flight at once",
+      IntField(&c->kv.io_depth, 64, 1, 4096));
+  Add(&t, "kv.direct_io", "kv-direct-io", "O_DIRECT for the cold files where the file system allows it",
+      BoolField(&c->kv.direct_io, true));
   return t;
 }
 

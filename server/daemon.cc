@@ -102,6 +102,15 @@ int RunDaemon(const config::Config& cfg) {
   eo.kv.hot_format = cfg.kv.hot_format;
   eo.kv.active_format = cfg.kv.active_format;
   eo.kv.sparse_format = cfg.kv.sparse_format;
+  eo.kv_store.hot_bytes = static_cast<uint64_t>(cfg.kv.hot_bytes);
+  eo.kv_store.warm_bytes = static_cast<uint64_t>(cfg.kv.warm_bytes);
+  eo.kv_store.warm_lock = cfg.kv.warm_lock;
+  eo.kv_store.cold_dir = cfg.kv.cold_dir;
+  eo.kv_store.cold_bytes = static_cast<uint64_t>(cfg.kv.cold_bytes);
+  eo.kv_store.cold_cache_bytes = static_cast<uint64_t>(cfg.kv.cold_cache_bytes);
+  eo.kv_store.io_backend = cfg.kv.io_backend;
+  eo.kv_store.io_depth = static_cast<uint32_t>(cfg.kv.io_depth);
+  eo.kv_store.direct_io = cfg.kv.direct_io;
   // The HTTP listener starts before the model loads, so probes answer during the load: /health 200, /ready and
   // everything else 503 until the router is installed. `router` outlives `http` (declared first).
   std::unique_ptr<Metrics> metrics;

@@ -13,7 +13,8 @@ constexpr int kPrefillChunk = 512;
 // Greedy continuation of `prompt`, up to kAnswerTokens or an end-of-generation token.
 StatusOr<std::string> Answer(const Model& model, const Tokenizer& tok, const std::vector<int32_t>& prompt,
                              std::shared_ptr<const KvLayout> layout, ThreadPool& pool) {
-  SequenceKv kv(std::move(layout), static_cast<int>(prompt.size()) + kAnswerTokens + 1);
+  TQ_ASSIGN_OR_RETURN(auto store, KvPageStore::Open(KvStoreOptions{}, layout->class_page_bytes()));
+  SequenceKv kv(std::move(layout), static_cast<int>(prompt.size()) + kAnswerTokens + 1, store.get());
   std::vector<float> logits;
   for (size_t start = 0; start < prompt.size(); start += kPrefillChunk) {
     const size_t end = std::min(prompt.size(), start + kPrefillChunk);

@@ -34,10 +34,10 @@ StatusOr<Prepared> Prepare(const Model& model, const Tokenizer& tok, const std::
 
 // Runs chunk `c` and returns log-softmax rows [ctx - 1 - first][vocab] for positions first .. ctx-2.
 StatusOr<std::vector<float>> RunChunk(const Model& model, const Tokenizer& tok, const Prepared& p, int c, int ctx,
-                                      std::shared_ptr<const KvLayout> layout, ThreadPool& pool, uint64_t* kv_bytes,
-                                      std::array<uint64_t, 3>* by_class = nullptr) {
+                                      std::shared_ptr<const KvLayout> layout, KvPageStore& store, ThreadPool& pool,
+                                      uint64_t* kv_bytes, std::array<uint64_t, 3>* by_tier = nullptr) {
   const int first = ctx / 2;
-  SequenceKv kv(std::move(layout), ctx);
+  SequenceKv kv(std::move(layout), ctx, &store);
   std::vector<BatchToken> batch(ctx);
   for (int j = 0; j < ctx; ++j) {
     int32_t t = p.tokens[static_cast<size_t>(c) * ctx + j];
@@ -47,7 +47,17 @@ StatusOr<std::vector<float>> RunChunk(const Model& model, const Tokenizer& tok, 
   std::vector<float> logits;
   TQ_RETURN_IF_ERROR(model.Forward(batch, pool, &logits));
   *kv_bytes = kv.bytes();
-  if (by_class != nullptr) *by_class = kv.bytes_by_class();
+  if (by_tier != nullptr) {
+    // Full pages where the store put them; the sequence's own tail pages and f32 rows are RAM: hot.
+    const KvStoreStats st = store.Stats();
+    uint64_t in_tiers = 0, held = 0;
+    for (int t = 0; t < kKvTiers; ++t) {
+      (*by_tier)[t] = st.tiers[t].bytes;
+      in_tiers += st.tiers[t].bytes;
+    }
+    for (uint64_t b : kv.bytes_by_class()) held += b;
+    (*by_tier)[0] += held > in_tiers ? held - in_tiers : 0;
+  }
   const int V = model.hparams().vocab_size;
   const int rows = ctx - 1 - first;
   pool.ParallelFor(rows, [&](int64_t begin, int64_t end, int) {
@@ -99,6 +109,7 @@ StatusOr<PplResult> Perplexity(const Model& model, const Tokenizer& tok, const s
                                const EvalOptions& o, ThreadPool& pool, const EvalProgress& progress) {
   TQ_ASSIGN_OR_RETURN(Prepared p, Prepare(model, tok, text, o));
   TQ_ASSIGN_OR_RETURN(auto layout, KvLayout::Create(model.hparams(), o.kv));
+  TQ_ASSIGN_OR_RETURN(auto store, KvPageStore::Open(o.store, layout->class_page_bytes()));
   const int first = o.ctx / 2, V = model.hparams().vocab_size;
   NllAccumulator acc;
   uint64_t kv_bytes = 0;
@@ -106,7 +117,7 @@ StatusOr<PplResult> Perplexity(const Model& model, const Tokenizer& tok, const s
   const auto t0 = Clock::now();
   for (int c = 0; c < p.chunks; ++c) {
     TQ_ASSIGN_OR_RETURN(std::vector<float> lp,
-                        RunChunk(model, tok, p, c, o.ctx, layout, pool, &kv_bytes, &by_class));
+                        RunChunk(model, tok, p, c, o.ctx, layout, *store, pool, &kv_bytes, &by_class));
     for (int j = first; j < o.ctx - 1; ++j) {
       const int32_t next = p.tokens[static_cast<size_t>(c) * o.ctx + j + 1];
       acc.Add(-lp[static_cast<size_t>(j - first) * V + next]);
@@ -125,6 +136,8 @@ StatusOr<KldResult> KlDivergence(const Model& model, const Tokenizer& tok, const
   TQ_ASSIGN_OR_RETURN(Prepared p, Prepare(model, tok, text, o));
   TQ_ASSIGN_OR_RETURN(auto test_layout, KvLayout::Create(model.hparams(), o.kv));
   TQ_ASSIGN_OR_RETURN(auto ref_layout, KvLayout::Create(model.hparams(), o.ref_kv));
+  TQ_ASSIGN_OR_RETURN(auto test_store, KvPageStore::Open(o.store, test_layout->class_page_bytes()));
+  TQ_ASSIGN_OR_RETURN(auto ref_store, KvPageStore::Open(KvStoreOptions{}, ref_layout->class_page_bytes()));
   const int first = o.ctx / 2, V = model.hparams().vocab_size;
   NllAccumulator test_acc, ref_acc;
   std::vector<double> klds;
@@ -134,10 +147,10 @@ StatusOr<KldResult> KlDivergence(const Model& model, const Tokenizer& tok, const
   double test_seconds = 0, ref_seconds = 0;
   for (int c = 0; c < p.chunks; ++c) {
     auto t0 = Clock::now();
-    TQ_ASSIGN_OR_RETURN(std::vector<float> ref, RunChunk(model, tok, p, c, o.ctx, ref_layout, pool, &ref_bytes));
+    TQ_ASSIGN_OR_RETURN(std::vector<float> ref, RunChunk(model, tok, p, c, o.ctx, ref_layout, *ref_store, pool, &ref_bytes));
     auto t1 = Clock::now();
     TQ_ASSIGN_OR_RETURN(std::vector<float> test,
-                        RunChunk(model, tok, p, c, o.ctx, test_layout, pool, &test_bytes, &test_by_class));
+                        RunChunk(model, tok, p, c, o.ctx, test_layout, *test_store, pool, &test_bytes, &test_by_class));
     auto t2 = Clock::now();
     ref_seconds += std::chrono::duration<double>(t1 - t0).count();
     test_seconds += std::chrono::duration<double>(t2 - t1).count();

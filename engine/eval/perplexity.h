@@ -24,6 +24,7 @@ struct EvalOptions {
   int chunks = 0;     // 0 = every whole chunk of the text
   KvSpec kv;          // the configuration under test
   KvSpec ref_kv;      // KLD only: the reference
+  KvStoreOptions store;  // tiers the pages go to (bytes_by_tier reports where they went)
 };
 
 struct PplResult {
@@ -33,8 +34,8 @@ struct PplResult {
   int chunks = 0;
   double kv_bits_per_value = 0;
   uint64_t kv_bytes = 0;       // KV held at the end of a chunk (ctx tokens)
-  // Encoded KV bytes at the end of a chunk by the home tier of each head's class: hot (HOT heads, tail pages and
-  // f32 rows), warm (ACTIVE heads), cold (SPARSE heads).
+  // Page bytes in each tier [hot, warm, cold] at the end of a chunk, as the page store placed them (tail pages
+  // and f32 rows, held by the sequence in RAM, count as hot).
   std::array<uint64_t, 3> bytes_by_tier{};
   std::array<int, 3> heads_by_class{};
   double seconds = 0;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
+
+#include <spdlog/spdlog.h>
 
 #include "kernels/attention/attention.h"
 #include "kernels/cpu/matmul.h"
@@ -139,24 +142,68 @@ std::array<int, 3> KvLayout::class_heads() const {
   return out;
 }
 
+std::array<uint32_t, 3> KvLayout::class_page_bytes() const {
+  std::array<uint32_t, 3> out{};
+  for (const LayerKvFormat& f : layers_) {
+    for (const HeadKvFormat& h : f.heads) {
+      const size_t bytes = kernels::PageBytes(h.k, head_dim_).value() + kernels::PageBytes(h.v, head_dim_).value();
+      uint32_t& o = out[static_cast<int>(h.cls)];
+      o = std::max<uint32_t>(o, static_cast<uint32_t>(bytes));
+    }
+  }
+  return out;
+}
+
+std::array<uint64_t, 3> KvLayout::class_paged_heads() const {
+  std::array<uint64_t, 3> out{};
+  for (const LayerKvFormat& f : layers_) {
+    for (const HeadKvFormat& h : f.heads) ++out[static_cast<int>(h.cls)];
+  }
+  return out;
+}
+
+std::array<double, 3> KvLayout::class_bytes_per_token() const {
+  std::array<double, 3> out{};
+  for (const LayerKvFormat& f : layers_) {
+    for (const HeadKvFormat& h : f.heads) {
+      const size_t bytes = kernels::PageBytes(h.k, head_dim_).value() + kernels::PageBytes(h.v, head_dim_).value();
+      out[static_cast<int>(h.cls)] += static_cast<double>(bytes) / kPage;
+    }
+  }
+  return out;
+}
+
+std::array<uint64_t, 3> PagesForTokens(const KvLayout& layout, int have, int n) {
+  const uint64_t crossings = static_cast<uint64_t>((have + n) / kPage - have / kPage);
+  std::array<uint64_t, 3> out = layout.class_paged_heads();
+  for (uint64_t& v : out) v *= crossings;
+  return out;
+}
+
 std::string KvLayout::Describe() const {
   const auto c = class_heads();
   return description_ + " [heads hot " + std::to_string(c[0]) + ", active " + std::to_string(c[1]) + ", sparse " +
          std::to_string(c[2]) + "]";
 }
 
-// Full pages are encoded in the layer's formats; the tail page is f16 (read by attention) with an f32 copy of its
-// rows (the source when the page fills and is encoded).
+// Full pages live in the page store (K bytes then V bytes); the tail page is f16 (read by attention) with an f32
+// copy of its rows (the source when the page fills and is encoded).
 struct SequenceKv::HeadPages {
-  std::vector<std::vector<uint8_t>> k_full, v_full;
+  struct Full {
+    uint64_t id = 0;              // in the store; 0 = overflow (the sequence's own memory)
+    const uint8_t* ram = nullptr;  // the bytes when in RAM (a RAM tier or overflow); null = cold, Pin it
+  };
+  std::vector<Full> full;
   std::vector<uint8_t> k_tail, v_tail;  // f16 pages
   std::vector<float> k_stage, v_stage;  // [kPage][head_dim]
   std::vector<float> v_scale;           // [head_dim] per-channel value scales once set (compressed V only)
+  std::deque<std::vector<uint8_t>> overflow;  // pages no tier had room for
   int tail_tokens = 0;
 };
 
-SequenceKv::SequenceKv(std::shared_ptr<const KvLayout> layout, int n_ctx)
+SequenceKv::SequenceKv(std::shared_ptr<const KvLayout> layout, int n_ctx, KvPageStore* store)
     : layout_(std::move(layout)),
+      store_(store),
       n_ctx_(n_ctx),
       n_layers_(layout_->n_layers()),
       n_kv_heads_(layout_->n_kv_heads()),
@@ -178,11 +225,50 @@ SequenceKv::SequenceKv(const HParams& hp, int n_ctx)
       plain_(n_layers_),
       pages_(n_layers_) {}
 
-SequenceKv::~SequenceKv() = default;
+SequenceKv::~SequenceKv() { Reset(); }
+
+void SequenceKv::Reset() {
+  for (auto& layer : pages_) {
+    for (HeadPages& h : layer) {
+      for (const HeadPages::Full& f : h.full) {
+        if (f.id != 0 && store_ != nullptr) store_->Release(f.id);
+      }
+      h = HeadPages();
+    }
+  }
+  for (auto& p : plain_) std::vector<float>().swap(p);
+  std::fill(layer_len_.begin(), layer_len_.end(), 0);
+  n_tokens_ = 0;
+  overflow_bytes_ = 0;
+  std::lock_guard<std::mutex> lock(fault_mu_);
+  fault_ = Status::Ok();
+}
+
+void SequenceKv::PrefetchLayer(int layer) const {
+  if (store_ == nullptr || !store_->has_cold_tier() || layer < 0 || layer >= n_layers_) return;
+  thread_local std::vector<uint64_t> ids;
+  ids.clear();
+  for (const HeadPages& h : pages_[layer]) {
+    for (const HeadPages::Full& f : h.full) {
+      if (f.ram == nullptr) ids.push_back(f.id);
+    }
+  }
+  if (!ids.empty()) store_->Prefetch(ids);
+}
+
+void SequenceKv::RecordFault(const Status& status) const {
+  std::lock_guard<std::mutex> lock(fault_mu_);
+  if (fault_.ok()) fault_ = status;
+}
+
+Status SequenceKv::fault() const {
+  std::lock_guard<std::mutex> lock(fault_mu_);
+  return fault_;
+}
 
 Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
   const HeadKvFormat& f = layout_->head(layer, head);
-  if (h.k_full.empty()) {
+  if (h.full.empty()) {
     // First page: the per-channel RMS of its values (token 0, an attention sink, left out) becomes the channel
     // scale of a compressed V; stored values are divided by it from then on and Attend multiplies the output by
     // it (exact: out = sum_t p_t v_t = scale * sum_t p_t (v_t / scale)). Equalizing the channels before the
@@ -207,22 +293,36 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
       }
     }
   }
+  // One page in the store: K bytes, then V bytes.
+  TQ_ASSIGN_OR_RETURN(size_t k_bytes, kernels::PageBytes(f.k, head_dim_));
+  TQ_ASSIGN_OR_RETURN(size_t v_bytes, kernels::PageBytes(f.v, head_dim_));
+  std::vector<uint8_t> page(k_bytes + v_bytes);
   for (int kv = 0; kv < 2; ++kv) {
     const KvFormat fmt = kv == 0 ? f.k : f.v;
+    std::span<uint8_t> dest(page.data() + (kv == 0 ? 0 : k_bytes), kv == 0 ? k_bytes : v_bytes);
     std::vector<uint8_t>& tail = kv == 0 ? h.k_tail : h.v_tail;
-    std::vector<std::vector<uint8_t>>& full = kv == 0 ? h.k_full : h.v_full;
     if (fmt == KvFormat::kF16) {
-      full.push_back(std::move(tail));  // the tail page is already an f16 page
-      tail.clear();
-      continue;
+      std::memcpy(dest.data(), tail.data(), dest.size());  // the tail page is already an f16 page
+    } else {
+      TQ_RETURN_IF_ERROR(layout_->codec(fmt).EncodePage((kv == 0 ? h.k_stage : h.v_stage).data(), kPage, dest));
     }
-    TQ_ASSIGN_OR_RETURN(size_t bytes, kernels::PageBytes(fmt, head_dim_));
-    std::vector<uint8_t> page(bytes);
-    TQ_RETURN_IF_ERROR(layout_->codec(fmt).EncodePage((kv == 0 ? h.k_stage : h.v_stage).data(), kPage, page));
-    full.push_back(std::move(page));
     tail.clear();
   }
   h.tail_tokens = 0;
+  HeadPages::Full full;
+  StatusOr<uint64_t> id =
+      store_ != nullptr ? store_->Store(f.cls, std::move(page)) : StatusOr<uint64_t>(InternalError("no page store"));
+  if (id.ok()) {
+    full.id = *id;
+    full.ram = store_->RamBytes(*id);
+  } else {
+    // No tier has room: keep the page here (counted, over budget) rather than lose it; the scheduler preempts.
+    if (overflow_bytes_ == 0) spdlog::warn("KV pages over the tier budgets: {}", id.status().ToString());
+    overflow_bytes_ += page.size();
+    h.overflow.push_back(std::move(page));
+    full.ram = h.overflow.back().data();
+  }
+  h.full.push_back(full);
   return Status::Ok();
 }
 
@@ -328,16 +428,33 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
   }
   const HeadPages& hp = pages_[layer][kv_head];
   const HeadKvFormat& f = layout_->head(layer, kv_head);
+  const size_t k_bytes = kernels::PageBytes(f.k, d).value();
   std::vector<kernels::KvPageRef> refs;
-  refs.reserve(hp.k_full.size() + 1);
-  for (size_t p = 0; p < hp.k_full.size(); ++p) {
-    refs.push_back({hp.k_full[p].data(), hp.v_full[p].data(), f.k, f.v, kPage});
+  refs.reserve(hp.full.size() + 1);
+  thread_local std::vector<PageBytes> holds;  // cold pages stay alive until the kernel is done
+  holds.clear();
+  for (const HeadPages::Full& page : hp.full) {
+    const uint8_t* data = page.ram;
+    if (data == nullptr) {
+      StatusOr<PinnedPage> pin = store_->Pin(page.id);
+      if (!pin.ok()) {
+        RecordFault(pin.status().WithContext("KV page of layer " + std::to_string(layer) + ", head " +
+                                             std::to_string(kv_head)));
+        std::fill(out, out + static_cast<size_t>(rows) * group * d, 0.0f);
+        holds.clear();
+        return Status::Ok();
+      }
+      data = pin->data;
+      if (pin->hold) holds.push_back(std::move(pin->hold));
+    }
+    refs.push_back({data, data + k_bytes, f.k, f.v, kPage});
   }
   if (hp.tail_tokens > 0) {
     refs.push_back({hp.k_tail.data(), hp.v_tail.data(), KvFormat::kF16, KvFormat::kF16, hp.tail_tokens});
   }
   kernels::AttentionStats stats;
   TQ_RETURN_IF_ERROR(kernels::PrefillAttention(refs, d, q, rows, group, first_pos, {}, out, &stats));
+  holds.clear();
   if (!hp.v_scale.empty()) {
     for (size_t r = 0; r < static_cast<size_t>(rows) * group * d; r += d) {
       for (int i = 0; i < d; ++i) out[r + i] *= hp.v_scale[i];
@@ -354,9 +471,9 @@ std::array<uint64_t, 3> SequenceKv::bytes_by_class() const {
   for (size_t l = 0; l < pages_.size(); ++l) {
     for (size_t h = 0; h < pages_[l].size(); ++h) {
       const HeadPages& hp = pages_[l][h];
-      const int cls = static_cast<int>(layout_->head(static_cast<int>(l), static_cast<int>(h)).cls);
-      for (const auto& p : hp.k_full) out[cls] += p.size();
-      for (const auto& p : hp.v_full) out[cls] += p.size();
+      const HeadKvFormat& f = layout_->head(static_cast<int>(l), static_cast<int>(h));
+      const uint64_t page = kernels::PageBytes(f.k, head_dim_).value() + kernels::PageBytes(f.v, head_dim_).value();
+      out[static_cast<int>(f.cls)] += page * hp.full.size();
       out[0] += hp.k_tail.size() + hp.v_tail.size();
     }
   }
@@ -365,13 +482,9 @@ std::array<uint64_t, 3> SequenceKv::bytes_by_class() const {
 
 uint64_t SequenceKv::bytes() const {
   uint64_t total = 0;
-  for (const auto& p : plain_) total += p.size() * sizeof(float);
+  for (const uint64_t b : bytes_by_class()) total += b;
   for (const auto& layer : pages_) {
-    for (const HeadPages& h : layer) {
-      for (const auto& p : h.k_full) total += p.size();
-      for (const auto& p : h.v_full) total += p.size();
-      total += h.k_tail.size() + h.v_tail.size() + (h.k_stage.size() + h.v_stage.size()) * sizeof(float);
-    }
+    for (const HeadPages& h : layer) total += (h.k_stage.size() + h.v_stage.size()) * sizeof(float);
   }
   return total;
 }

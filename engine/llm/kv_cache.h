@@ -1,18 +1,27 @@
-// The KV of one sequence, until the KV manager (engine/kv) takes over. Two kinds:
+// The KV of one sequence. Two kinds:
 // - plain f32 rows in RAM (format "f32", exact; also the fallback for head dims the page kernels do not support);
-// - pages of kernels/formats (f16, int8, tq*): per (layer, KV head) a list of full, encoded pages plus the newest,
-//   partly filled page, which stays f16 (and f32 for re-encoding) until it holds kPageTokens tokens and is then
-//   encoded into the layer's K and V formats. Attention runs straight on the pages (kernels/attention).
+// - pages of kernels/formats (f16, int8, tq*): per (layer, KV head) a list of full, encoded pages held by the KV
+//   page store (engine/kv/page_store.h: hot, warm and cold tiers by the head's precision class) plus the newest,
+//   partly filled page, which stays f16 (and f32 for re-encoding) in the sequence until it holds kPageTokens
+//   tokens and is then encoded into the head's K and V formats and handed to the store. Attention runs straight
+//   on the pages (kernels/attention); cold pages are read through the store's cache (PrefetchLayer ahead).
+//
+// Faults: a cold page that cannot be read back (I/O error, checksum) never reaches attention. Attend then writes
+// zeros, records the fault (fault()) and returns OK so the batch's other sequences finish their pass; the engine
+// recomputes the faulted sequence from its tokens (Reset). A page the tiers have no room for stays in the
+// sequence's own memory (overflow_bytes()) and nothing is lost; the scheduler preempts before that happens.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "engine/kv/page_store.h"
 #include "engine/kv/precision.h"
 #include "engine/llm/hparams.h"
 #include "kernels/formats/codec.h"
@@ -59,6 +68,12 @@ class KvLayout {
   std::array<int, 3> class_heads() const;
   const kernels::KvCodec& codec(kernels::KvFormat f) const { return *codecs_.at(f); }
   int n_layers() const { return static_cast<int>(layers_.size()); }
+  // The largest full page (K + V bytes) of each class [hot, active, sparse]; 0 for a class without heads.
+  std::array<uint32_t, 3> class_page_bytes() const;
+  // Paged (layer, KV head) pairs per class [hot, active, sparse]: one page each per kPageTokens tokens.
+  std::array<uint64_t, 3> class_paged_heads() const;
+  // Bytes of full pages per token of a sequence, per class (what the store holds per token).
+  std::array<double, 3> class_bytes_per_token() const;
   int n_kv_heads() const { return n_kv_heads_; }
   int head_dim() const { return head_dim_; }
   // Bits per value averaged over layers and K/V, norms and scales included (f32 = 32).
@@ -74,9 +89,13 @@ class KvLayout {
   std::string description_;
 };
 
+// Full pages of each class that `n` more tokens after `have` add to one sequence (the store's unit).
+std::array<uint64_t, 3> PagesForTokens(const KvLayout& layout, int have, int n);
+
 class SequenceKv {
  public:
-  SequenceKv(std::shared_ptr<const KvLayout> layout, int n_ctx);
+  // Full pages go to `store` (not owned; outlives the sequence). A layout with only plain layers needs none.
+  SequenceKv(std::shared_ptr<const KvLayout> layout, int n_ctx, KvPageStore* store);
   // Plain f32 everywhere (tests and tools that need exact KV).
   SequenceKv(const HParams& hp, int n_ctx);
   ~SequenceKv();
@@ -100,6 +119,14 @@ class SequenceKv {
   // Plain (f32) layers report every query's attention weights to `stats` (calibration); null to stop.
   void set_concentration_stats(ConcentrationStats* stats) { stats_ = stats; }
 
+  // Drops every position (pages go back to the store); the sequence starts again at position 0.
+  void Reset();
+  // Starts reading the cold pages of `layer` (prefetch ahead of attention). Engine thread, outside attention.
+  void PrefetchLayer(int layer) const;
+  // The first fault since the last Reset (OK when none): a cold page that could not be read back.
+  Status fault() const;
+  uint64_t overflow_bytes() const { return overflow_bytes_; }
+
   uint64_t bytes() const;  // KV memory held: rows or pages, staging included
   // Encoded page bytes per precision class [hot, active, sparse]; the f16 tail pages and f32 rows count as hot.
   std::array<uint64_t, 3> bytes_by_class() const;
@@ -108,8 +135,14 @@ class SequenceKv {
   struct HeadPages;  // the pages of one (layer, KV head)
   Status EncodeFullPage(int layer, int head, HeadPages& hp);
 
+  void RecordFault(const Status& status) const;
+
   std::shared_ptr<const KvLayout> layout_;  // null: plain f32
+  KvPageStore* store_ = nullptr;
   ConcentrationStats* stats_ = nullptr;
+  mutable std::mutex fault_mu_;
+  mutable Status fault_;
+  uint64_t overflow_bytes_ = 0;
   int n_ctx_;
   int n_layers_;
   int n_kv_heads_;

@@ -148,8 +148,16 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     kernels::DecodeRow(emb.type, emb.data + batch[b].token * emb.row_bytes, E, x.data() + b * E);
   }
 
+  // Distinct sequences of the batch, for prefetching their cold pages a layer ahead of attention.
+  std::vector<SequenceKv*> seqs;
+  for (const BatchToken& t : batch) {
+    if (std::find(seqs.begin(), seqs.end(), t.kv) == seqs.end()) seqs.push_back(t.kv);
+  }
+  for (SequenceKv* kv : seqs) kv->PrefetchLayer(0);
+
   for (int l = 0; l < hp.n_layers; ++l) {
     const LayerWeights& L = weights_.layers[l];
+    for (SequenceKv* kv : seqs) kv->PrefetchLayer(l + 1);
     RmsNorm(x.data(), F32(L.attn_norm), B, E, hp.rms_eps, xn.data());
     MatMul(L.wq, xn.data(), B, q.data(), pool);
     MatMul(L.wk, xn.data(), B, k.data(), pool);
@@ -217,6 +225,10 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     MatMul(weights_.output, normed.data(), n_out, logits->data(), pool);
   }
   for (const BatchToken& t : batch) t.kv->set_n_tokens(std::max(t.kv->n_tokens(), t.pos + 1));
+  for (SequenceKv* kv : seqs) {
+    Status fault = kv->fault();
+    if (!fault.ok()) return DataLossError("a sequence's KV could not be read back: " + fault.message());
+  }
   return Status::Ok();
 }
 

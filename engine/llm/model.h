@@ -35,6 +35,9 @@ class Model {
   // want_logits, vocab_size logits into `logits` (in batch order, rows of vocab_size floats).
   // Tokens of one sequence must come in increasing position order. Errors: a token id outside the vocabulary,
   // a position outside the sequence's context.
+  // A KV read fault (a cold page that cannot be read back) does not stop the pass: every sequence's K/V is
+  // appended and the logits are filled, the faulted sequences have kv->fault() set (their logits are garbage),
+  // and the result is data_loss. The caller recomputes those sequences (SequenceKv::Reset) and may use the others.
   Status Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::vector<float>* logits) const;
 
  private:

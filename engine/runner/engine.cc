@@ -14,6 +14,14 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
+// A sequence whose KV read back wrong is recomputed from its tokens at most this many times.
+constexpr int kMaxRecomputes = 3;
+
+std::array<uint64_t, 3> operator+(std::array<uint64_t, 3> a, const std::array<uint64_t, 3>& b) {
+  for (int i = 0; i < 3; ++i) a[i] += b[i];
+  return a;
+}
+
 }  // namespace
 
 std::string_view FinishReasonName(FinishReason reason) {
@@ -29,8 +37,20 @@ std::string_view FinishReasonName(FinishReason reason) {
 }
 
 struct Engine::Sequence {
-  Sequence(GenerateRequest r, EventSink s, std::shared_ptr<const KvLayout> layout, int ctx)
-      : req(std::move(r)), sink(std::move(s)), kv(std::move(layout), ctx), sampler(req.sampling), text(req.stop) {}
+  Sequence(GenerateRequest r, EventSink s, std::shared_ptr<const KvLayout> layout, int ctx, KvPageStore* store)
+      : req(std::move(r)),
+        sink(std::move(s)),
+        kv(std::move(layout), ctx, store),
+        sampler(req.sampling),
+        text(req.stop) {}
+
+  // Tokens whose KV a prefill computes: the prompt, or, after a preemption or a fault, every token but the last
+  // generated one (which the next decode step feeds).
+  int prefill_end() const {
+    const int n = static_cast<int>(tokens.size());
+    return n > n_prompt ? n - 1 : n_prompt;
+  }
+  bool decoding() const { return n_computed >= prefill_end(); }
 
   GenerateRequest req;
   EventSink sink;
@@ -41,6 +61,7 @@ struct Engine::Sequence {
   int n_prompt = 0;
   int n_computed = 0;           // tokens[0, n_computed) have their KV in the cache
   uint64_t order = 0;           // FCFS among equal priorities
+  int recomputes = 0;           // after KV read faults
   Clock::time_point submitted, admitted, first_token;
   bool done = false;
 };
@@ -57,6 +78,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   }
   TQ_ASSIGN_OR_RETURN(e->kv_layout_, KvLayout::Create(e->model_->hparams(), options.kv));
   spdlog::info("KV cache: {} ({:.2f} bits per value)", e->kv_layout_->Describe(), e->kv_layout_->bits_per_value());
+  TQ_ASSIGN_OR_RETURN(e->store_, KvPageStore::Open(options.kv_store, e->kv_layout_->class_page_bytes()));
+  spdlog::info("KV tiers: {}", e->store_->Describe());
   e->pool_ = std::make_unique<ThreadPool>(options.threads);
   e->thread_ = std::thread([raw = e.get()] { raw->Loop(); });
   return e;
@@ -89,7 +112,7 @@ Status Engine::Submit(GenerateRequest request, EventSink sink) {
   if (request.top_logprobs < 0 || request.top_logprobs > 20) {
     return InvalidArgumentError("top_logprobs must be in [0, 20]");
   }
-  auto seq = std::make_unique<Sequence>(std::move(request), std::move(sink), kv_layout_, ctx_size_);
+  auto seq = std::make_unique<Sequence>(std::move(request), std::move(sink), kv_layout_, ctx_size_, store_.get());
   seq->tokens = seq->req.prompt;
   seq->n_prompt = static_cast<int>(seq->tokens.size());
   seq->submitted = Clock::now();
@@ -174,12 +197,52 @@ void Engine::Finish(Sequence& seq, FinishReason reason, Status error) {
 }
 
 void Engine::Admit() {
-  std::lock_guard<std::mutex> lock(mu_);
-  while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_running) {
-    waiting_.front()->admitted = Clock::now();
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
+  std::vector<std::unique_ptr<Sequence>> rejected;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Admission by KV budget: the pages the running sequences still need for their prefill, plus the newcomer's
+    // whole prefill, must fit the tiers now. Decode growth past that is met by preemption (Step).
+    std::array<uint64_t, 3> reserved{};
+    for (const auto& r : running_) {
+      reserved = reserved + PagesForTokens(*kv_layout_, r->n_computed, r->prefill_end() - r->n_computed);
+    }
+    while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_running) {
+      Sequence& w = *waiting_.front();
+      const std::array<uint64_t, 3> need = reserved + PagesForTokens(*kv_layout_, 0, w.prefill_end());
+      if (!store_->Fits(need)) {
+        if (!running_.empty()) break;  // wait for running sequences to finish
+        rejected.push_back(std::move(waiting_.front()));  // alone and still too big: it can never run
+        waiting_.pop_front();
+        continue;
+      }
+      reserved = need;
+      if (w.admitted == Clock::time_point{}) w.admitted = Clock::now();
+      running_.push_back(std::move(waiting_.front()));
+      waiting_.pop_front();
+    }
   }
+  for (auto& seq : rejected) {
+    const auto need = PagesForTokens(*kv_layout_, 0, seq->prefill_end());
+    Finish(*seq, FinishReason::kError,
+           ResourceExhaustedError("the prompt's KV (" + std::to_string(need[0] + need[1] + need[2]) +
+                                  " pages) does not fit the KV tier budgets (" + store_->Describe() + ")"));
+  }
+}
+
+bool Engine::PreemptNewest() {
+  if (running_.size() < 2) return false;
+  auto newest = std::max_element(running_.begin(), running_.end(),
+                                 [](const auto& a, const auto& b) { return a->order < b->order; });
+  std::unique_ptr<Sequence> seq = std::move(*newest);
+  running_.erase(newest);
+  spdlog::info("KV tiers full: request {} goes back to the queue ({} tokens to recompute)", seq->req.id,
+               seq->n_computed);
+  seq->kv.Reset();
+  seq->n_computed = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.preemptions_total;
+  waiting_.push_front(std::move(seq));
+  return true;
 }
 
 bool Engine::Step() {
@@ -208,44 +271,85 @@ bool Engine::Step() {
     if (std::find(aborts.begin(), aborts.end(), seq->req.id) != aborts.end()) Finish(*seq, FinishReason::kAborted);
   }
   std::erase_if(running_, [](const auto& s) { return s->done; });
+  store_->Maintain();
   Admit();
   if (running_.empty()) return !dropped.empty();
 
-  // Batch: every decoding sequence's next token, then prefill chunks under the remaining budget.
+  // Batch: every decoding sequence's next token, then prefill chunks under the remaining budget. When the
+  // tiers cannot take the pages the batch fills, the newest sequence goes back to the queue and the batch is
+  // planned again.
   std::vector<BatchToken> batch;
   std::vector<Sequence*> logit_owner;  // sequence of each logits row
-  int budget = options_.max_batch_tokens;
-  for (auto& seq : running_) {
-    if (seq->n_computed < seq->n_prompt || budget <= 0) continue;
-    batch.push_back({seq->tokens[seq->n_computed], seq->n_computed, &seq->kv, true});
-    logit_owner.push_back(seq.get());
-    --budget;
-  }
-  for (auto& seq : running_) {
-    if (seq->n_computed >= seq->n_prompt || budget <= 0) continue;
-    const int chunk = std::min(budget, seq->n_prompt - seq->n_computed);
-    for (int i = 0; i < chunk; ++i) {
-      const int pos = seq->n_computed + i;
-      const bool last = pos == seq->n_prompt - 1;
-      batch.push_back({seq->tokens[pos], pos, &seq->kv, last});
-      if (last) logit_owner.push_back(seq.get());
+  for (;;) {
+    batch.clear();
+    logit_owner.clear();
+    std::array<uint64_t, 3> pages{};
+    int budget = options_.max_batch_tokens;
+    for (auto& seq : running_) {
+      if (!seq->decoding() || budget <= 0) continue;
+      batch.push_back({seq->tokens[seq->n_computed], seq->n_computed, &seq->kv, true});
+      logit_owner.push_back(seq.get());
+      pages = pages + PagesForTokens(*kv_layout_, seq->n_computed, 1);
+      --budget;
     }
-    budget -= chunk;
+    for (auto& seq : running_) {
+      if (seq->decoding() || budget <= 0) continue;
+      const int end = seq->prefill_end();
+      const int chunk = std::min(budget, end - seq->n_computed);
+      // Logits at the end of the prompt only: a recomputed sequence already sampled its next token.
+      const bool sample = static_cast<int>(seq->tokens.size()) == seq->n_prompt;
+      for (int i = 0; i < chunk; ++i) {
+        const int pos = seq->n_computed + i;
+        const bool last = sample && pos == end - 1;
+        batch.push_back({seq->tokens[pos], pos, &seq->kv, last});
+        if (last) logit_owner.push_back(seq.get());
+      }
+      pages = pages + PagesForTokens(*kv_layout_, seq->n_computed, chunk);
+      budget -= chunk;
+    }
+    if (store_->Fits(pages) || !PreemptNewest()) break;
   }
   if (batch.empty()) return false;
 
   std::vector<float> logits;
   Status s = model_->Forward(batch, *pool_, &logits);
+  std::vector<Sequence*> faulted;
   if (!s.ok()) {
-    spdlog::error("forward pass failed: {}", s.ToString());
-    for (auto& seq : running_) Finish(*seq, FinishReason::kError, s);
-    std::erase_if(running_, [](const auto& q) { return q->done; });
-    return true;
+    for (auto& seq : running_) {
+      if (!seq->kv.fault().ok()) faulted.push_back(seq.get());
+    }
+    if (faulted.empty()) {
+      spdlog::error("forward pass failed: {}", s.ToString());
+      for (auto& seq : running_) Finish(*seq, FinishReason::kError, s);
+      std::erase_if(running_, [](const auto& q) { return q->done; });
+      return true;
+    }
+    // The pass finished for everyone; the faulted sequences start again from their tokens.
+    for (Sequence* seq : faulted) {
+      const Status fault = seq->kv.fault();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.kv_faults_total;
+        if (seq->recomputes < kMaxRecomputes) ++stats_.recomputes_total;
+      }
+      if (++seq->recomputes > kMaxRecomputes) {
+        spdlog::error("request {}: KV read fault again after {} recomputes: {}", seq->req.id, kMaxRecomputes,
+                      fault.ToString());
+        Finish(*seq, FinishReason::kError,
+               DataLossError("the KV cache of this request could not be read back: " + fault.message()));
+      } else {
+        spdlog::warn("request {}: KV read fault, recomputing {} tokens: {}", seq->req.id, seq->n_computed,
+                     fault.ToString());
+      }
+      seq->kv.Reset();
+      seq->n_computed = 0;
+    }
   }
+  auto is_faulted = [&](const Sequence* q) { return std::find(faulted.begin(), faulted.end(), q) != faulted.end(); };
   uint64_t prompt_tokens = 0;
   for (const BatchToken& t : batch) {
     for (auto& seq : running_) {
-      if (&seq->kv == t.kv) {
+      if (&seq->kv == t.kv && !is_faulted(seq.get())) {
         seq->n_computed = std::max(seq->n_computed, t.pos + 1);
         if (t.pos < seq->n_prompt) ++prompt_tokens;
       }
@@ -256,6 +360,7 @@ bool Engine::Step() {
   uint64_t generated = 0;
   for (size_t row = 0; row < logit_owner.size(); ++row) {
     Sequence& seq = *logit_owner[row];
+    if (is_faulted(&seq) || seq.done) continue;
     std::span<float> l(logits.data() + row * V, V);
     GeneratedToken out;
     GenerateEvent ev;
@@ -307,7 +412,9 @@ void Engine::Loop() {
     // Gauges after every step, whichever way it ended (a step that only cancelled still frees KV).
     uint64_t kv = 0;
     for (const auto& seq : running_) kv += seq->kv.bytes();
+    KvStoreStats kv_store = store_->Stats();
     std::lock_guard<std::mutex> lock(mu_);
+    stats_.kv_store = kv_store;
     stats_.running = static_cast<int>(running_.size());
     stats_.waiting = static_cast<int>(waiting_.size());
     stats_.kv_bytes = kv;

@@ -28,6 +28,7 @@ struct EngineOptions {
   int max_running = 32;        // sequences decoding at once
   int max_waiting = 1024;      // queued requests beyond which Submit() says resource_exhausted
   KvSpec kv;                   // KV formats per layer
+  KvStoreOptions kv_store;     // tier budgets, cold directory, I/O backend
 };
 
 struct EngineStats {
@@ -37,6 +38,10 @@ struct EngineStats {
   uint64_t steps = 0;
   uint64_t prompt_tokens_total = 0;
   uint64_t generated_tokens_total = 0;
+  uint64_t preemptions_total = 0;  // sequences sent back to the queue to free KV (recomputed later)
+  uint64_t recomputes_total = 0;   // sequences recomputed after a KV read fault
+  uint64_t kv_faults_total = 0;    // KV read faults seen (each one recomputes or fails its sequence)
+  KvStoreStats kv_store;           // tiers, classes, cold cache
 };
 
 class Engine {
@@ -64,6 +69,7 @@ class Engine {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   int ctx_size() const { return ctx_size_; }
   const KvLayout& kv_layout() const { return *kv_layout_; }
+  const KvPageStore& kv_store() const { return *store_; }
 
  private:
   struct Sequence;
@@ -72,6 +78,9 @@ class Engine {
   void Loop();
   bool Step();  // one scheduling step; false when there was nothing to do
   void Admit();
+  // Sends the most recently admitted running sequence back to the queue, its KV dropped (recomputed when it
+  // runs again). False when fewer than two sequences run.
+  bool PreemptNewest();
   void Finish(Sequence& seq, FinishReason reason, Status error = Status::Ok());
 
   EngineOptions options_;
@@ -79,6 +88,7 @@ class Engine {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ThreadPool> pool_;
   std::shared_ptr<const KvLayout> kv_layout_;
+  std::unique_ptr<KvPageStore> store_;  // declared before the sequences, which return their pages to it
   int ctx_size_ = 0;
 
   mutable std::mutex mu_;  // guards waiting_, aborts_, ids_, stop_, admitting_, stats_

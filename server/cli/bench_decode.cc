@@ -63,7 +63,12 @@ int Run(const DecodeArgs& a) {
       std::fprintf(stderr, "tqserve bench decode: %s\n", layout.status().ToString().c_str());
       return kExitUsage;
     }
-    engine::SequenceKv kv(*layout, contexts.back() + a.steps + 1);
+    auto store = engine::KvPageStore::Open(a.model.store, (*layout)->class_page_bytes());
+    if (!store.ok()) {
+      std::fprintf(stderr, "tqserve bench decode: %s\n", store.status().ToString().c_str());
+      return kExitUsage;
+    }
+    engine::SequenceKv kv(*layout, contexts.back() + a.steps + 1, store->get());
     std::mt19937 rng(1234);  // the same tokens for every format
     for (size_t c = 0; c < contexts.size(); ++c) {
       if (Status s = Prefill(**model, kv, contexts[c], rng, pool); !s.ok()) {

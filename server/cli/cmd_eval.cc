@@ -47,6 +47,7 @@ int Run(const EvalArgs& a, bool kld) {
   o.ctx = a.ctx;
   o.chunks = a.chunks;
   o.kv = a.model.kv;
+  o.store = a.model.store;
   o.ref_kv.k_format = a.ref_k;
   o.ref_kv.v_format = a.ref_v;
   auto progress = [](int done, int total, double ppl) {

@@ -37,6 +37,7 @@ int Run(const GenerateArgs& a) {
   eo.threads = a.model.threads;
   eo.ctx_size = a.ctx;
   eo.kv = a.model.kv;
+  eo.kv_store = a.model.store;
   auto eng = engine::Engine::Create(eo);
   if (!eng.ok()) {
     std::fprintf(stderr, "tqserve generate: %s\n", eng.status().ToString().c_str());

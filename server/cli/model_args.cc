@@ -20,6 +20,17 @@ void AddModelFlags(CLI::App* app, ModelArgs* a) {
   app->add_option("--kv-hot", a->kv.hot_format, "Format of HOT heads (FMT or KFMT/VFMT; default f16)");
   app->add_option("--kv-active", a->kv.active_format, "Format of ACTIVE heads (default int8)");
   app->add_option("--kv-sparse", a->kv.sparse_format, "Format of SPARSE heads (default tq4)");
+  engine::KvStoreOptions& st = a->store;
+  app->add_option("--kv-hot-bytes", st.hot_bytes, "Hot tier budget (e.g. 2GiB; 0 = none)")
+      ->transform(CLI::AsSizeValue(false));
+  app->add_option("--kv-warm-bytes", st.warm_bytes, "Warm tier budget (0 = none)")->transform(CLI::AsSizeValue(false));
+  app->add_option("--kv-cold-dir", st.cold_dir, "Cold tier directory (SPARSE heads' pages on disk); empty = none");
+  app->add_option("--kv-cold-bytes", st.cold_bytes, "Cold tier budget on disk")->transform(CLI::AsSizeValue(false));
+  app->add_option("--kv-cold-cache-bytes", st.cold_cache_bytes, "RAM cache of cold pages")
+      ->transform(CLI::AsSizeValue(false));
+  app->add_option("--kv-io-backend", st.io_backend, "Cold tier I/O: auto, io_uring or pread")
+      ->check(CLI::IsMember({"auto", "io_uring", "pread"}));
+  app->add_option("--kv-io-depth", st.io_depth, "Cold reads and writes in flight")->check(CLI::Range(1, 4096));
 }
 
 StatusOr<std::string> ResolveModelPath(const ModelArgs& a) {

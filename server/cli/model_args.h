@@ -17,9 +17,12 @@ struct ModelArgs {
   std::string model;  // empty: the default model
   int threads = 0;
   engine::KvSpec kv;
+  engine::KvStoreOptions store;
 };
 
-// Adds --model, --threads, --kv-k, --kv-v, --kv-boundary-layers.
+// Adds --model, --threads, the KV format flags (--kv-k, --kv-v, --kv-boundary-layers, --kv-preset, ...) and the
+// tier flags (--kv-hot-bytes, --kv-warm-bytes, --kv-cold-dir, --kv-cold-bytes, --kv-cold-cache-bytes,
+// --kv-io-backend, --kv-io-depth), named as the daemon's options.
 void AddModelFlags(CLI::App* app, ModelArgs* args);
 
 // The model path to load: --model, or the default model in model.dir (TQ_MODEL_DIR, config defaults).

@@ -21,11 +21,14 @@ HParams SmallModel() {
 // Fills `n` positions of both caches with the same random K/V (with a large per-channel offset, as real keys
 // have) and returns the relative error of the paged attention output against the f32 one, for the last
 // `rows` positions.
-double RelativeError(const std::string& k_fmt, const std::string& v_fmt, int n, int rows, uint64_t seed) {
+double RelativeError(const std::string& k_fmt, const std::string& v_fmt, int n, int rows, uint64_t seed,
+                     const KvStoreOptions& tiers = {}) {
   const HParams hp = SmallModel();
   auto layout = KvLayout::Create(hp, {k_fmt, v_fmt, 0});
   EXPECT_TRUE(layout.ok()) << layout.status().ToString();
-  SequenceKv paged(*layout, 4096), exact(hp, 4096);
+  auto store = KvPageStore::Open(tiers, (*layout)->class_page_bytes());
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  SequenceKv paged(*layout, 4096, store->get()), exact(hp, 4096);
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> g(0.0f, 1.0f);
   const int d = hp.head_dim, row = hp.n_kv_heads * d;
@@ -85,7 +88,9 @@ TEST(SequenceKvTest, AppendOutOfOrderOrPastContextIsAnError) {
   const HParams hp = SmallModel();
   auto layout = KvLayout::Create(hp, {"tq4", "tq4", 0});
   ASSERT_TRUE(layout.ok());
-  SequenceKv kv(*layout, 2);
+  auto store = KvPageStore::Open({}, (*layout)->class_page_bytes());
+  ASSERT_TRUE(store.ok());
+  SequenceKv kv(*layout, 2, store->get());
   std::vector<float> x(hp.n_kv_heads * hp.head_dim, 1.0f);
   EXPECT_EQ(kv.Append(0, 1, x.data(), x.data()).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(kv.Append(0, 0, x.data(), x.data()).ok());

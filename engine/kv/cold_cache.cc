@@ -1,0 +1,299 @@
+#include "engine/kv/cold_cache.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+namespace tq::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+ColdPageCache::ColdPageCache(std::unique_ptr<storage::ColdStore> store, uint64_t capacity_bytes)
+    : store_(std::move(store)), capacity_(capacity_bytes) {
+  io_thread_ = std::thread([this] { IoLoop(); });
+}
+
+ColdPageCache::~ColdPageCache() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  io_cv_.notify_all();
+  io_thread_.join();
+}
+
+void ColdPageCache::Write(uint64_t id, std::vector<uint8_t> bytes) {
+  auto shared = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(id);
+    if (it != entries_.end() && it->second.state == State::kReady) {
+      cached_bytes_ -= it->second.bytes->size();
+      lru_.erase(it->second.lru);
+    }
+    Entry& e = entries_[id];
+    e.state = State::kWriting;
+    e.bytes = shared;
+    e.wait.reset();
+    cached_bytes_ += shared->size();
+    ops_.push_back({OpKind::kWrite, id, std::move(shared), nullptr});
+  }
+  io_cv_.notify_one();
+}
+
+void ColdPageCache::Erase(uint64_t id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(id);
+    if (it != entries_.end()) {
+      if (it->second.state != State::kReading) cached_bytes_ -= it->second.bytes->size();
+      if (it->second.state == State::kReady) lru_.erase(it->second.lru);
+      entries_.erase(it);
+    }
+    ops_.push_back({OpKind::kErase, id, nullptr, nullptr});
+  }
+  io_cv_.notify_one();
+}
+
+void ColdPageCache::StartReadLocked(uint64_t id) {
+  Entry& e = entries_[id];
+  e.state = State::kReading;
+  e.bytes.reset();
+  e.wait = std::make_shared<ReadWait>();
+  ops_.push_back({OpKind::kRead, id, nullptr, e.wait});
+}
+
+void ColdPageCache::Prefetch(std::span<const uint64_t> ids) {
+  size_t started = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint64_t id : ids) {
+      if (entries_.count(id) != 0) continue;
+      StartReadLocked(id);
+      ++started;
+    }
+  }
+  if (started > 0) io_cv_.notify_one();
+}
+
+void ColdPageCache::TouchLocked(Entry& e, uint64_t id) {
+  if (e.state != State::kReady) return;
+  lru_.erase(e.lru);
+  lru_.push_front(id);
+  e.lru = lru_.begin();
+}
+
+StatusOr<PageBytes> ColdPageCache::Get(uint64_t id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = entries_.find(id);
+  if (it != entries_.end() && it->second.state != State::kReading) {
+    ++stats_.prefetch_hits;
+    TouchLocked(it->second, id);
+    return it->second.bytes;
+  }
+  std::shared_ptr<ReadWait> wait;
+  if (it != entries_.end()) {
+    ++stats_.prefetch_late;
+    wait = it->second.wait;
+  } else {
+    ++stats_.misses;
+    StartReadLocked(id);
+    wait = entries_[id].wait;
+    io_cv_.notify_one();
+  }
+  const Clock::time_point start = Clock::now();
+  done_cv_.wait(lock, [&] { return wait->done; });
+  stats_.stall_ns += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+  if (!wait->status.ok()) return wait->status;
+  return wait->bytes;
+}
+
+std::vector<ColdPageCache::FailedWrite> ColdPageCache::TakeFailedWrites() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<FailedWrite> out;
+  out.swap(failed_writes_);
+  return out;
+}
+
+void ColdPageCache::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return ops_.empty() && ops_running_ == 0; });
+}
+
+ColdCacheStats ColdPageCache::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ColdCacheStats s = stats_;
+  s.cached_bytes = cached_bytes_;
+  s.cached_pages = entries_.size();
+  return s;
+}
+
+void ColdPageCache::FinishReadLocked(uint64_t id, const std::shared_ptr<ReadWait>& wait, PageBytes bytes,
+                                     Status status) {
+  wait->done = true;
+  wait->bytes = bytes;
+  wait->status = status;
+  auto it = entries_.find(id);
+  // The entry may have been erased (or erased and read again) while the read was in flight.
+  if (it == entries_.end() || it->second.wait != wait) return;
+  if (!status.ok()) {
+    ++stats_.read_failures;
+    entries_.erase(it);
+    return;
+  }
+  Entry& e = it->second;
+  e.state = State::kReady;
+  e.bytes = std::move(bytes);
+  e.wait.reset();
+  cached_bytes_ += e.bytes->size();
+  lru_.push_front(id);
+  e.lru = lru_.begin();
+  EvictLocked();
+}
+
+void ColdPageCache::EvictLocked() {
+  auto it = lru_.end();
+  while (cached_bytes_ > capacity_ && it != lru_.begin()) {
+    --it;
+    auto e = entries_.find(*it);
+    // A reader still holding the bytes pins them (use_count counts the cache's own reference as one).
+    if (e->second.bytes.use_count() > 1) continue;
+    cached_bytes_ -= e->second.bytes->size();
+    entries_.erase(e);
+    it = lru_.erase(it);
+    ++stats_.evictions;
+  }
+}
+
+void ColdPageCache::IoLoop() {
+  struct PendingRead {
+    uint64_t id;
+    std::shared_ptr<ReadWait> wait;
+    std::shared_ptr<std::vector<uint8_t>> buf;
+  };
+  std::unordered_map<uint64_t, PendingRead> pending;  // tag -> read in flight
+  uint64_t next_tag = 1;
+  std::vector<storage::ColdStore::ReadResult> results;
+  for (;;) {
+    std::deque<Op> batch;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      io_cv_.wait(lock, [&] { return stop_ || !ops_.empty() || !pending.empty(); });
+      if (stop_ && ops_.empty() && pending.empty()) return;
+      batch.swap(ops_);
+      ops_running_ = batch.size();
+    }
+    // In order; consecutive writes go down as one batch, consecutive reads as one submission.
+    while (!batch.empty()) {
+      const OpKind kind = batch.front().kind;
+      if (kind == OpKind::kWrite) {
+        std::vector<Op> writes;
+        while (!batch.empty() && batch.front().kind == OpKind::kWrite) {
+          writes.push_back(std::move(batch.front()));
+          batch.pop_front();
+        }
+        std::vector<storage::ColdStore::PutRequest> puts;
+        for (const Op& op : writes) {
+          puts.push_back({op.id, std::as_bytes(std::span<const uint8_t>(*op.bytes))});
+        }
+        const std::vector<Status> put_status = store_->PutMany(puts);
+        std::lock_guard<std::mutex> lock(mu_);
+        for (size_t i = 0; i < writes.size(); ++i) {
+          auto it = entries_.find(writes[i].id);
+          const bool current = it != entries_.end() && it->second.state == State::kWriting &&
+                               it->second.bytes == writes[i].bytes;
+          if (!put_status[i].ok()) {
+            ++stats_.write_failures;
+            // The entry stays (readable, never evicted) until the manager re-homes the page and erases it.
+            if (current) failed_writes_.push_back({writes[i].id, writes[i].bytes, put_status[i]});
+            continue;
+          }
+          if (!current) continue;
+          it->second.state = State::kReady;
+          lru_.push_front(writes[i].id);
+          it->second.lru = lru_.begin();
+        }
+        EvictLocked();
+      } else if (kind == OpKind::kErase) {
+        const uint64_t id = batch.front().id;
+        batch.pop_front();
+        const Status s = store_->Erase(id);
+        if (!s.ok() && s.code() != StatusCode::kNotFound) spdlog::warn("cold tier: erase of page {}: {}", id, s.ToString());
+        // Space came back: a tier that hit ENOSPC may admit again (the next write tells).
+        if (s.ok() && !store_->admitting()) store_->ResumeAdmission();
+      } else {
+        std::vector<storage::ColdStore::ReadRequest> reads;
+        std::vector<std::pair<std::shared_ptr<ReadWait>, Status>> refused;
+        std::vector<uint64_t> refused_ids;
+        while (!batch.empty() && batch.front().kind == OpKind::kRead) {
+          Op op = std::move(batch.front());
+          batch.pop_front();
+          const std::optional<uint32_t> length = store_->PageLength(op.id);
+          if (!length) {
+            refused.push_back({op.wait, NotFoundError("cold page " + std::to_string(op.id) + " is not on disk")});
+            refused_ids.push_back(op.id);
+            continue;
+          }
+          auto buf = std::make_shared<std::vector<uint8_t>>(*length);
+          const uint64_t tag = next_tag++;
+          reads.push_back({op.id, std::as_writable_bytes(std::span<uint8_t>(*buf)), tag});
+          pending[tag] = {op.id, op.wait, std::move(buf)};
+        }
+        const Status s = store_->SubmitReads(reads);
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!s.ok()) {
+          for (const auto& r : reads) {
+            PendingRead p = std::move(pending[r.tag]);
+            pending.erase(r.tag);
+            FinishReadLocked(p.id, p.wait, nullptr, s);
+          }
+        }
+        for (size_t i = 0; i < refused.size(); ++i) {
+          FinishReadLocked(refused_ids[i], refused[i].first, nullptr, refused[i].second);
+        }
+      }
+    }
+    // Completions: whatever is ready; when nothing new is queued, wait for at least one.
+    results.clear();
+    if (!pending.empty()) {
+      store_->PollReads(&results);
+      bool idle;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        idle = ops_.empty();
+      }
+      if (results.empty() && idle) {
+        const Status s = store_->WaitReads(&results, 1);
+        if (!s.ok()) {
+          // The queue itself broke: every read in flight fails (the sequences recompute), none waits forever.
+          spdlog::error("cold tier: waiting for reads: {}", s.ToString());
+          std::lock_guard<std::mutex> lock(mu_);
+          for (auto& [tag, p] : pending) FinishReadLocked(p.id, p.wait, nullptr, s);
+          pending.clear();
+        }
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (storage::ColdStore::ReadResult& r : results) {
+        auto p = pending.find(r.tag);
+        if (p == pending.end()) continue;
+        PageBytes bytes;
+        if (r.status.ok()) {
+          p->second.buf->resize(r.length);
+          bytes = std::move(p->second.buf);
+        }
+        FinishReadLocked(p->second.id, p->second.wait, std::move(bytes), r.status);
+        pending.erase(p);
+      }
+      ops_running_ = 0;
+    }
+    done_cv_.notify_all();
+  }
+}
+
+}  // namespace tq::engine

@@ -1,0 +1,129 @@
+// The cold tier as the KV manager sees it: a storage::ColdStore driven by one I/O thread, in front of it a
+// bounded RAM cache of cold pages that attention reads from.
+//
+// Flow: Write() puts a page's bytes in the cache (pinned: not evictable) and queues the write; once on disk the
+// entry becomes clean and evictable. Prefetch() queues reads of pages not in the cache; Get() returns the bytes,
+// waiting for a read in flight or issuing one (a stall). Operations on one page id reach the disk in the order
+// they were called (one FIFO), so an Erase after a Write never races it.
+//
+// Invariants:
+//   - Bytes reach a reader only after the store verified the page's checksum (ColdStore::Read* contract).
+//   - A failed read is returned to every waiter and not cached: the next Get retries.
+//   - A failed write (ENOSPC, EIO, over budget) is handed back through TakeFailedWrites(); its bytes stay
+//     readable in the cache until the KV manager re-homes the page and calls Erase. Nothing is lost.
+//   - Cached bytes <= capacity, except pages pinned by a writer or a reader (use_count > 1) and pages still
+//     being written, which are never evicted.
+//
+// Threading: every method may be called from any thread; the ColdStore is touched only by the I/O thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "storage/cold_store.h"
+
+namespace tq::engine {
+
+using PageBytes = std::shared_ptr<const std::vector<uint8_t>>;
+
+struct ColdCacheStats {
+  uint64_t cached_bytes = 0;   // page bytes in the cache now
+  uint64_t cached_pages = 0;
+  uint64_t prefetch_hits = 0;  // Get found the page ready
+  uint64_t prefetch_late = 0;  // Get waited for a read already in flight
+  uint64_t misses = 0;         // Get found nothing and read synchronously
+  uint64_t evictions = 0;
+  uint64_t read_failures = 0;
+  uint64_t write_failures = 0;
+  uint64_t stall_ns = 0;       // time Get spent waiting for reads
+};
+
+class ColdPageCache {
+ public:
+  ColdPageCache(std::unique_ptr<storage::ColdStore> store, uint64_t capacity_bytes);
+  ~ColdPageCache();  // finishes queued writes, then stops the I/O thread
+  ColdPageCache(const ColdPageCache&) = delete;
+  ColdPageCache& operator=(const ColdPageCache&) = delete;
+
+  // Queues the page for the disk; its bytes are readable from the cache at once.
+  void Write(uint64_t id, std::vector<uint8_t> bytes);
+  // Drops the page from the cache and queues its erasure on disk.
+  void Erase(uint64_t id);
+  // Queues reads of the pages not cached nor in flight.
+  void Prefetch(std::span<const uint64_t> ids);
+  // The page's bytes (they stay valid while the caller holds them). data_loss / io_error / not_found when the
+  // read failed.
+  StatusOr<PageBytes> Get(uint64_t id);
+
+  struct FailedWrite {
+    uint64_t id = 0;
+    PageBytes bytes;
+    Status status;
+  };
+  // Writes that failed since the last call, oldest first.
+  std::vector<FailedWrite> TakeFailedWrites();
+
+  // Blocks until every queued operation reached the disk (tests, shutdown).
+  void Flush();
+  ColdCacheStats stats() const;
+  const storage::ColdStore& store() const { return *store_; }
+  // False once the disk refused space (ENOSPC); the manager stops placing pages here.
+  bool admitting() const { return store_->admitting(); }
+  uint64_t capacity_bytes() const { return capacity_; }
+
+ private:
+  enum class State : uint8_t { kWriting, kReading, kReady };
+  // One read in flight; every Get waiting for it holds this and sleeps on done_cv_ until `done`.
+  struct ReadWait {
+    bool done = false;
+    PageBytes bytes;
+    Status status;
+  };
+  struct Entry {
+    State state = State::kReady;
+    PageBytes bytes;                 // kWriting, kReady: the page; kReading: null
+    std::shared_ptr<ReadWait> wait;  // kReading
+    std::list<uint64_t>::iterator lru;
+  };
+  enum class OpKind : uint8_t { kWrite, kErase, kRead };
+  struct Op {
+    OpKind kind;
+    uint64_t id;
+    PageBytes bytes;                 // kWrite
+    std::shared_ptr<ReadWait> wait;  // kRead
+  };
+
+  void IoLoop();
+  // Under mu_: queues a read of `id` and marks it kReading.
+  void StartReadLocked(uint64_t id);
+  void FinishReadLocked(uint64_t id, const std::shared_ptr<ReadWait>& wait, PageBytes bytes, Status status);
+  void TouchLocked(Entry& e, uint64_t id);
+  void EvictLocked();
+
+  std::unique_ptr<storage::ColdStore> store_;
+  const uint64_t capacity_;
+
+  mutable std::mutex mu_;
+  std::condition_variable io_cv_;    // the I/O thread waits for ops
+  std::condition_variable done_cv_;  // readers wait for reads; Flush waits for the queue
+  std::deque<Op> ops_;
+  size_t ops_running_ = 0;  // taken by the I/O thread, not yet done
+  std::unordered_map<uint64_t, Entry> entries_;
+  std::list<uint64_t> lru_;  // front = most recently used; only kReady entries
+  uint64_t cached_bytes_ = 0;
+  std::vector<FailedWrite> failed_writes_;
+  ColdCacheStats stats_;
+  bool stop_ = false;
+  std::thread io_thread_;
+};
+
+}  // namespace tq::engine

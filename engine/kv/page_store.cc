@@ -1,0 +1,351 @@
+#include "engine/kv/page_store.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace tq::engine {
+namespace {
+
+constexpr size_t kEventLog = 65536;  // events kept for replay
+
+std::string GiB(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1u << 30));
+  return buf;
+}
+
+}  // namespace
+
+std::string_view KvTierName(KvTier tier) {
+  switch (tier) {
+    case KvTier::kHot: return "hot";
+    case KvTier::kWarm: return "warm";
+    case KvTier::kCold: return "cold";
+  }
+  return "unknown";
+}
+
+std::string_view KvEventKindName(KvEvent::Kind kind) {
+  switch (kind) {
+    case KvEvent::Kind::kStored: return "stored";
+    case KvEvent::Kind::kMoved: return "moved";
+    case KvEvent::Kind::kEvicted: return "evicted";
+  }
+  return "unknown";
+}
+
+StatusOr<std::unique_ptr<KvPageStore>> KvPageStore::Open(const KvStoreOptions& options,
+                                                         std::array<uint32_t, 3> class_page_bytes) {
+  std::unique_ptr<KvPageStore> s(new KvPageStore());
+  s->options_ = options;
+  const bool cold = !options.cold_dir.empty();
+  const KvTier sparse_home = cold ? KvTier::kCold : KvTier::kWarm;
+  const std::array<KvTier, 3> home = {KvTier::kHot, KvTier::kWarm, sparse_home};
+  const uint32_t largest = *std::max_element(class_page_bytes.begin(), class_page_bytes.end());
+  if (largest == 0) {  // only plain f32 layers: nothing will be stored
+    for (auto& chain : s->chain_) chain.push_back(KvTier::kHot);
+    return s;
+  }
+  // A tier's slot holds the largest page homed there; a tier no class calls home (and the hot tier, the last
+  // resort) takes the largest page of all.
+  for (int c = 0; c < 3; ++c) {
+    const int t = static_cast<int>(home[c]);
+    s->slot_bytes_[t] = std::max<uint64_t>(s->slot_bytes_[t], class_page_bytes[c]);
+  }
+  s->slot_bytes_[0] = largest;
+  if (s->slot_bytes_[1] == 0) s->slot_bytes_[1] = largest;
+  const uint64_t budgets[2] = {options.hot_bytes, options.warm_bytes};
+  for (int t = 0; t < 2; ++t) {
+    if (budgets[t] == 0) continue;
+    storage::RamTierOptions ro;
+    ro.name = std::string(KvTierName(static_cast<KvTier>(t)));
+    ro.capacity_bytes = budgets[t];
+    ro.max_page_bytes = static_cast<uint32_t>(s->slot_bytes_[t]);
+    ro.lock_memory = t == 1 && options.warm_lock;
+    auto tier = storage::RamTier::Open(ro);
+    if (!tier.ok()) return tier.status().WithContext("KV " + ro.name + " tier");
+    s->ram_[t] = std::move(*tier);
+    s->slot_bytes_[t] = s->ram_[t]->slot_bytes();
+    s->slots_[t] = s->ram_[t]->slot_count();
+  }
+  if (cold) {
+    storage::ColdStoreOptions co;
+    co.cold_dir = options.cold_dir;
+    co.capacity_bytes = options.cold_bytes;
+    co.max_page_bytes = static_cast<uint32_t>(std::max<uint64_t>(s->slot_bytes_[2], 1));
+    co.direct_io = options.direct_io;
+    co.io.backend = options.io_backend;
+    co.io.queue_depth = options.io_depth;
+    std::unique_ptr<storage::IoQueue> queue;
+    if (options.wrap_queue) {
+      TQ_ASSIGN_OR_RETURN(auto inner, storage::MakeIoQueue(co.io));
+      queue = options.wrap_queue(std::move(inner));
+    }
+    auto store = storage::ColdStore::Open(co, std::move(queue));
+    if (!store.ok()) return store.status().WithContext("KV cold tier in " + options.cold_dir);
+    // Pages of an earlier run belong to sequences that no longer exist.
+    const std::vector<uint64_t> stale = (*store)->PageIds();
+    for (uint64_t id : stale) (*store)->Erase(id).IgnoreError();
+    if (!stale.empty()) spdlog::info("KV cold tier: dropped {} pages left by an earlier run", stale.size());
+    s->slot_bytes_[2] = (*store)->slot_bytes();
+    s->slots_[2] = (*store)->slot_count();
+    s->cold_ = std::make_unique<ColdPageCache>(std::move(*store), options.cold_cache_bytes);
+  }
+  const std::array<std::vector<KvTier>, 3> chains = {
+      std::vector<KvTier>{KvTier::kHot, KvTier::kWarm},
+      std::vector<KvTier>{KvTier::kWarm, KvTier::kHot},
+      cold ? std::vector<KvTier>{KvTier::kCold, KvTier::kWarm, KvTier::kHot}
+           : std::vector<KvTier>{KvTier::kWarm, KvTier::kHot}};
+  for (int c = 0; c < 3; ++c) {
+    for (KvTier t : chains[c]) {
+      const int ti = static_cast<int>(t);
+      const bool present = ti == 2 ? s->cold_ != nullptr : s->ram_[ti] != nullptr;
+      if (present && s->slot_bytes_[ti] >= class_page_bytes[c]) s->chain_[c].push_back(t);
+    }
+    if (s->chain_[c].empty() && class_page_bytes[c] > 0) {
+      return InvalidArgumentError("KV tiers: no tier can hold " + std::string(PrecisionClassName(PrecisionClass(c))) +
+                                  " pages (" + std::to_string(class_page_bytes[c]) +
+                                  " bytes); give the hot or warm tier a budget");
+    }
+    if (s->chain_[c].empty()) s->chain_[c].push_back(KvTier::kHot);
+  }
+  return s;
+}
+
+KvPageStore::~KvPageStore() = default;
+
+bool KvPageStore::HasRoom(KvTier t, uint32_t length) const {
+  const int ti = static_cast<int>(t);
+  if (length > slot_bytes_[ti]) return false;
+  if (t == KvTier::kCold) {
+    return cold_ != nullptr && cold_->admitting() && tier_pages_[ti].load() < slots_[ti];
+  }
+  return ram_[ti] != nullptr && tier_pages_[ti].load() < slots_[ti];
+}
+
+bool KvPageStore::PlaceIn(KvTier t, uint64_t id, std::vector<uint8_t>& bytes, Page* page) {
+  if (!HasRoom(t, static_cast<uint32_t>(bytes.size()))) return false;
+  const int ti = static_cast<int>(t);
+  page->tier = t;
+  page->length = static_cast<uint32_t>(bytes.size());
+  page->ram = nullptr;
+  if (t == KvTier::kCold) {
+    cold_->Write(id, std::move(bytes));
+    return true;
+  }
+  auto slot = ram_[ti]->Allocate(id, page->length);
+  if (!slot.ok()) return false;
+  std::memcpy(slot->data(), bytes.data(), bytes.size());
+  page->ram = reinterpret_cast<const uint8_t*>(slot->data());
+  return true;
+}
+
+void KvPageStore::Count(const Page& page, int sign) {
+  const int t = static_cast<int>(page.tier), c = static_cast<int>(page.cls);
+  const uint64_t n = page.length;
+  if (sign > 0) {
+    tier_pages_[t] += 1;
+    tier_bytes_[t] += n;
+    class_pages_[c] += 1;
+    class_bytes_[c] += n;
+  } else {
+    tier_pages_[t] -= 1;
+    tier_bytes_[t] -= n;
+    class_pages_[c] -= 1;
+    class_bytes_[c] -= n;
+  }
+}
+
+StatusOr<uint64_t> KvPageStore::Store(PrecisionClass cls, std::vector<uint8_t> bytes) {
+  const uint64_t id = next_id_++;
+  Page page{cls, KvTier::kHot, 0, nullptr};
+  const auto& chain = chain_[static_cast<int>(cls)];
+  for (size_t i = 0; i < chain.size(); ++i) {
+    if (!PlaceIn(chain[i], id, bytes, &page)) continue;
+    if (i > 0) ++fallbacks_;
+    pages_.emplace(id, page);
+    Count(page, +1);
+    Record({0, KvEvent::Kind::kStored, id, page.tier, page.tier, cls, page.length});
+    return id;
+  }
+  ++refused_;
+  return ResourceExhaustedError("KV tiers are full: no room for a " + std::string(PrecisionClassName(cls)) +
+                                " page of " + std::to_string(bytes.size()) + " bytes");
+}
+
+void KvPageStore::Release(uint64_t id) {
+  auto it = pages_.find(id);
+  if (it == pages_.end()) return;
+  const Page page = it->second;
+  if (page.tier == KvTier::kCold) {
+    cold_->Erase(id);
+  } else {
+    ram_[static_cast<int>(page.tier)]->Erase(id).IgnoreError();
+  }
+  Count(page, -1);
+  pages_.erase(it);
+  Record({0, KvEvent::Kind::kEvicted, id, page.tier, page.tier, page.cls, page.length});
+}
+
+size_t KvPageStore::Maintain() {
+  if (!cold_) return 0;
+  size_t moved = 0;
+  for (ColdPageCache::FailedWrite& f : cold_->TakeFailedWrites()) {
+    auto it = pages_.find(f.id);
+    if (it == pages_.end() || it->second.tier != KvTier::kCold) continue;  // released meanwhile
+    Page& page = it->second;
+    std::vector<uint8_t> bytes(f.bytes->begin(), f.bytes->end());
+    Page moved_to = page;
+    bool placed = false;
+    for (KvTier t : chain_[static_cast<int>(page.cls)]) {
+      if (t != KvTier::kCold && PlaceIn(t, f.id, bytes, &moved_to)) {
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) {
+      // No RAM either: the bytes stay pinned in the cold cache (over its budget) until the page is released;
+      // the scheduler sees the tiers full and preempts.
+      spdlog::warn("KV cold tier: write of page {} failed ({}) and no RAM tier has room; kept in the cold cache",
+                   f.id, f.status.ToString());
+      continue;
+    }
+    spdlog::warn("KV cold tier: write of page {} failed ({}); moved to the {} tier", f.id, f.status.ToString(),
+                 KvTierName(moved_to.tier));
+    Count(page, -1);
+    const KvTier from = page.tier;
+    page = moved_to;
+    Count(page, +1);
+    cold_->Erase(f.id);
+    ++rehomed_;
+    ++moved;
+    Record({0, KvEvent::Kind::kMoved, f.id, page.tier, from, page.cls, page.length});
+  }
+  return moved;
+}
+
+bool KvPageStore::Fits(std::array<uint64_t, 3> pages) const {
+  std::array<uint64_t, kKvTiers> free{};
+  for (int t = 0; t < kKvTiers; ++t) {
+    const bool present = t == 2 ? (cold_ != nullptr && cold_->admitting()) : ram_[t] != nullptr;
+    const uint64_t used = tier_pages_[t].load();
+    free[t] = present && slots_[t] > used ? slots_[t] - used : 0;
+  }
+  // Each class first takes slots in its home tier, then what is left anywhere along its chain.
+  std::array<uint64_t, 3> need = pages;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int c = 0; c < 3; ++c) {
+      const auto& chain = chain_[c];
+      for (size_t i = 0; i < (pass == 0 ? 1 : chain.size()) && need[c] > 0; ++i) {
+        uint64_t& f = free[static_cast<int>(chain[i])];
+        const uint64_t take = std::min(need[c], f);
+        f -= take;
+        need[c] -= take;
+      }
+    }
+  }
+  for (uint64_t n : need) {
+    if (n > 0) return false;
+  }
+  return true;
+}
+
+void KvPageStore::Prefetch(std::span<const uint64_t> ids) {
+  if (!cold_) return;
+  thread_local std::vector<uint64_t> cold_ids;
+  cold_ids.clear();
+  for (uint64_t id : ids) {
+    auto it = pages_.find(id);
+    if (it != pages_.end() && it->second.tier == KvTier::kCold) cold_ids.push_back(id);
+  }
+  if (!cold_ids.empty()) cold_->Prefetch(cold_ids);
+}
+
+StatusOr<PinnedPage> KvPageStore::Pin(uint64_t id) const {
+  auto it = pages_.find(id);
+  if (it == pages_.end()) return InternalError("KV page " + std::to_string(id) + " is not in the store");
+  if (it->second.ram != nullptr) return PinnedPage{it->second.ram, nullptr};
+  TQ_ASSIGN_OR_RETURN(PageBytes bytes, cold_->Get(id));
+  return PinnedPage{bytes->data(), std::move(bytes)};
+}
+
+const uint8_t* KvPageStore::RamBytes(uint64_t id) const {
+  auto it = pages_.find(id);
+  return it == pages_.end() ? nullptr : it->second.ram;
+}
+
+void KvPageStore::FlushCold() {
+  if (cold_) cold_->Flush();
+}
+
+KvStoreStats KvPageStore::Stats() const {
+  KvStoreStats s;
+  for (int t = 0; t < kKvTiers; ++t) {
+    KvTierUsage& u = s.tiers[t];
+    u.present = t == 2 ? cold_ != nullptr : ram_[t] != nullptr;
+    if (!u.present) continue;
+    u.pages = tier_pages_[t].load();
+    u.bytes = tier_bytes_[t].load();
+    u.slot_bytes = slot_bytes_[t];
+    u.slots = slots_[t];
+    u.capacity_bytes = t == 2 ? options_.cold_bytes : (t == 0 ? options_.hot_bytes : options_.warm_bytes);
+    u.io = t == 2 ? cold_->store().stats().Snapshot() : ram_[t]->stats().Snapshot();
+  }
+  for (int c = 0; c < 3; ++c) {
+    s.class_pages[c] = class_pages_[c].load();
+    s.class_bytes[c] = class_bytes_[c].load();
+  }
+  if (cold_) s.cold_cache = cold_->stats();
+  s.fallbacks = fallbacks_.load();
+  s.rehomed = rehomed_.load();
+  s.refused = refused_.load();
+  return s;
+}
+
+std::string KvPageStore::Describe() const {
+  std::string out;
+  out += ram_[0] ? "hot " + GiB(options_.hot_bytes) : "no hot tier";
+  out += ram_[1] ? ", warm " + GiB(options_.warm_bytes) + (ram_[1]->locked() ? " (locked)" : "") : ", no warm tier";
+  if (cold_) {
+    out += ", cold " + GiB(options_.cold_bytes) + " in " + options_.cold_dir + " (" +
+           std::string(cold_->store().backend()) + (cold_->store().direct_io() ? ", O_DIRECT" : ", buffered") +
+           "; cache " + GiB(options_.cold_cache_bytes) + ")";
+  } else {
+    out += ", no cold tier";
+  }
+  return out;
+}
+
+void KvPageStore::Record(KvEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(events_mu_);
+    event.seq = next_event_++;
+    events_.push_back(event);
+    if (events_.size() > kEventLog) events_.pop_front();
+  }
+  events_cv_.notify_all();
+}
+
+uint64_t KvPageStore::last_event() const {
+  std::lock_guard<std::mutex> lock(events_mu_);
+  return next_event_ - 1;
+}
+
+std::vector<KvEvent> KvPageStore::EventsSince(uint64_t after, size_t max, int timeout_ms,
+                                              uint64_t* first_available) const {
+  std::unique_lock<std::mutex> lock(events_mu_);
+  if (timeout_ms > 0) {
+    events_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return next_event_ - 1 > after; });
+  }
+  std::vector<KvEvent> out;
+  const uint64_t first = events_.empty() ? next_event_ : events_.front().seq;
+  if (first_available) *first_available = first;
+  const uint64_t start = std::max(after + 1, first);
+  for (uint64_t s = start; s < next_event_ && out.size() < max; ++s) out.push_back(events_[s - first]);
+  return out;
+}
+
+}  // namespace tq::engine

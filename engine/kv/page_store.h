@@ -1,0 +1,167 @@
+// The KV manager's page store: full KV pages (one (sequence, layer, KV head) x 128 tokens, K bytes then V bytes)
+// placed in the three tiers by precision class, with budgets, fallbacks, prefetch, counters and an event log.
+//
+//   class    home tier                       fallbacks (only to tiers whose slots hold the page)
+//   HOT      hot  (RAM arena; HBM with CUDA)  warm
+//   ACTIVE   warm (host RAM, mlock'd if set)  hot
+//   SPARSE   cold (files in cold_dir)         warm, hot       (no cold_dir: warm is SPARSE's home)
+//
+// A page is metadata here (id, class, tier, length) and bytes in its tier's pool (storage::RamTier slots, or the
+// cold store behind a ColdPageCache). A cold write that fails (ENOSPC, EIO) is re-homed to a RAM tier by
+// Maintain(); its bytes stay readable meanwhile, so nothing is lost and no sequence has to be recomputed for it.
+//
+// Threading: Store, Release, Maintain and Prefetch are called by the engine thread and never while attention
+// runs; Pin may be called from many threads during attention (it only reads the page table, which nothing
+// changes then). Stats and events may be read from any thread.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/kv/cold_cache.h"
+#include "engine/kv/precision.h"
+#include "storage/ram_tier.h"
+
+namespace tq::engine {
+
+enum class KvTier : uint8_t { kHot = 0, kWarm = 1, kCold = 2 };
+inline constexpr int kKvTiers = 3;
+std::string_view KvTierName(KvTier tier);  // "hot", "warm", "cold"
+
+struct KvStoreOptions {
+  uint64_t hot_bytes = uint64_t{2} << 30;   // budget of the hot tier; 0 = no hot tier
+  uint64_t warm_bytes = uint64_t{2} << 30;  // budget of the warm tier; 0 = no warm tier
+  bool warm_lock = false;                    // mlock the warm arena
+  std::string cold_dir;                      // "" = no cold tier
+  uint64_t cold_bytes = uint64_t{16} << 30;  // budget of the cold tier on disk
+  uint64_t cold_cache_bytes = uint64_t{128} << 20;  // RAM cache of cold pages
+  std::string io_backend = "auto";           // "auto", "io_uring" or "pread"
+  uint32_t io_depth = 64;                    // cold reads and writes in flight
+  bool direct_io = true;                     // O_DIRECT where the file system allows
+  // Tests only: wraps the cold tier's I/O queue (e.g. a storage::FaultQueue around the real one).
+  std::function<std::unique_ptr<storage::IoQueue>(std::unique_ptr<storage::IoQueue>)> wrap_queue;
+};
+
+// A page's bytes while attention reads them: a pointer into a RAM arena, or into cached cold bytes that `hold`
+// keeps alive.
+struct PinnedPage {
+  const uint8_t* data = nullptr;
+  PageBytes hold;
+};
+
+struct KvTierUsage {
+  bool present = false;
+  uint64_t pages = 0;
+  uint64_t bytes = 0;           // page payload bytes
+  uint64_t capacity_bytes = 0;  // the budget
+  uint64_t slot_bytes = 0;      // pages occupy whole slots
+  uint64_t slots = 0;
+  storage::TierStatsSnapshot io;  // reads, writes, latency, errors as the tier counted them
+};
+
+struct KvStoreStats {
+  std::array<KvTierUsage, kKvTiers> tiers;
+  std::array<uint64_t, 3> class_pages{};  // by PrecisionClass
+  std::array<uint64_t, 3> class_bytes{};
+  ColdCacheStats cold_cache;
+  uint64_t fallbacks = 0;  // pages placed outside their class's home tier
+  uint64_t rehomed = 0;    // cold pages moved to RAM after a failed write
+  uint64_t refused = 0;    // Store calls that found no room anywhere
+};
+
+// One entry of the event log that SubscribeKvEvents streams. Sequence numbers start at 1 and have no gaps.
+struct KvEvent {
+  enum class Kind : uint8_t { kStored, kMoved, kEvicted };
+  uint64_t seq = 0;
+  Kind kind = Kind::kStored;
+  uint64_t page = 0;
+  KvTier tier = KvTier::kHot;  // where the page is (stored, moved) or was (evicted)
+  KvTier from = KvTier::kHot;  // moved: where it was
+  PrecisionClass cls = PrecisionClass::kHot;
+  uint32_t bytes = 0;
+};
+std::string_view KvEventKindName(KvEvent::Kind kind);  // "stored", "moved", "evicted"
+
+class KvPageStore {
+ public:
+  // class_page_bytes: the largest page (K + V bytes) of each class under the model's layout; 0 for a class
+  // with no heads.
+  static StatusOr<std::unique_ptr<KvPageStore>> Open(const KvStoreOptions& options,
+                                                     std::array<uint32_t, 3> class_page_bytes);
+  ~KvPageStore();
+
+  // Places a page in its class's home tier or the first fallback with room. resource_exhausted when no tier
+  // has a free slot (nothing changes).
+  StatusOr<uint64_t> Store(PrecisionClass cls, std::vector<uint8_t> bytes);
+  void Release(uint64_t id);
+  // Re-homes cold pages whose write failed. Returns how many moved.
+  size_t Maintain();
+  // Whether `pages` more pages of each class would fit now (home tiers and fallbacks, whole slots).
+  bool Fits(std::array<uint64_t, 3> pages) const;
+  // Starts reading the cold ones among `ids` into the cold cache.
+  void Prefetch(std::span<const uint64_t> ids);
+
+  // Any thread, during attention.
+  StatusOr<PinnedPage> Pin(uint64_t id) const;
+  // The page's bytes when it lives in a RAM tier (stable until Release), else null (cold: use Pin).
+  const uint8_t* RamBytes(uint64_t id) const;
+
+  KvStoreStats Stats() const;
+  bool has_cold_tier() const { return cold_ != nullptr; }
+  KvTier home(PrecisionClass cls) const { return chain_[static_cast<int>(cls)].front(); }
+  // Blocks until queued cold writes are on disk (tests, benchmarks).
+  void FlushCold();
+  std::string Describe() const;  // "hot 2.0 GiB, warm 2.0 GiB, cold 16.0 GiB in /data (io_uring, O_DIRECT)"
+
+  // Events after `after`, at most `max`; *first_available is the oldest sequence number still held (older ones
+  // were dropped from the bounded log). Waits up to timeout_ms for one when none is there.
+  std::vector<KvEvent> EventsSince(uint64_t after, size_t max, int timeout_ms, uint64_t* first_available) const;
+  uint64_t last_event() const;
+
+ private:
+  struct Page {
+    PrecisionClass cls;
+    KvTier tier;
+    uint32_t length;
+    const uint8_t* ram;  // RAM tiers: the bytes in the arena
+  };
+
+  KvPageStore() = default;
+  // Places bytes in tier t (RAM or cold); false when t has no room or refuses the page.
+  bool PlaceIn(KvTier t, uint64_t id, std::vector<uint8_t>& bytes, Page* page);
+  bool HasRoom(KvTier t, uint32_t length) const;
+  void Record(KvEvent event);
+  void Count(const Page& page, int sign);
+
+  KvStoreOptions options_;
+  std::unique_ptr<storage::RamTier> ram_[2];  // hot, warm
+  std::unique_ptr<ColdPageCache> cold_;
+  std::array<uint64_t, kKvTiers> slot_bytes_{};
+  std::array<uint64_t, kKvTiers> slots_{};
+  std::array<std::vector<KvTier>, 3> chain_;  // per class: home, then fallbacks
+
+  std::unordered_map<uint64_t, Page> pages_;  // engine thread writes; attention threads read
+  uint64_t next_id_ = 1;
+  std::array<std::atomic<uint64_t>, kKvTiers> tier_pages_{}, tier_bytes_{};
+  std::array<std::atomic<uint64_t>, 3> class_pages_{}, class_bytes_{};
+  std::atomic<uint64_t> fallbacks_{0}, rehomed_{0}, refused_{0};
+
+  mutable std::mutex events_mu_;
+  mutable std::condition_variable events_cv_;
+  std::deque<KvEvent> events_;  // the newest kEventLog events
+  uint64_t next_event_ = 1;
+};
+
+}  // namespace tq::engine
