@@ -217,6 +217,7 @@ void ColdPageCache::IoLoop() {
           lru_.push_front(writes[i].id);
           it->second.lru = lru_.begin();
         }
+        for (Op& op : writes) op.bytes.reset();  // the cache's reference is the only one left: evictable
         EvictLocked();
       } else if (kind == OpKind::kErase) {
         const uint64_t id = batch.front().id;

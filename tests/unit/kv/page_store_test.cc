@@ -1,0 +1,234 @@
+// KvPageStore on real tiers: RAM arenas and a cold directory on the build disk, through io_uring and through the
+// pread fallback (every test runs on both), with storage::FaultQueue injecting the faults a real disk cannot
+// produce on demand (EIO, corruption, ENOSPC, latency).
+#include "engine/kv/page_store.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "storage/fault_queue.h"
+#include "tests/unit/storage/storage_test_util.h"
+
+namespace tq::engine {
+namespace {
+
+using storage::FaultKind;
+using storage::FaultQueue;
+using storage::FaultRule;
+using storage::IoOp;
+
+constexpr uint32_t kHotPage = 32768 + 128, kActivePage = 16384 + 128, kSparsePage = 9216 + 64;
+
+std::vector<uint8_t> Bytes(uint64_t seed, size_t n) {
+  std::vector<uint8_t> out(n);
+  std::mt19937_64 rng(seed);
+  for (auto& b : out) b = static_cast<uint8_t>(rng());
+  return out;
+}
+
+class PageStoreTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  // A store with room for `hot`, `warm` and `cold` pages of their class's size; faults through fault_.
+  std::unique_ptr<KvPageStore> Open(uint64_t hot, uint64_t warm, uint64_t cold, uint64_t cache_bytes = 1 << 20) {
+    KvStoreOptions o;
+    o.hot_bytes = hot * ((kHotPage + 63) / 64 * 64);
+    o.warm_bytes = warm * ((kActivePage + 63) / 64 * 64);
+    o.cold_dir = cold > 0 ? dir_.path() : "";
+    o.cold_bytes = cold * 16384;  // cold slots: header + 9 KiB payload, rounded to 4 KiB = 12 KiB (<= 16 KiB)
+    o.cold_cache_bytes = cache_bytes;
+    o.io_backend = GetParam();
+    o.io_depth = 8;
+    o.wrap_queue = [this](std::unique_ptr<storage::IoQueue> inner) -> std::unique_ptr<storage::IoQueue> {
+      auto q = std::make_unique<FaultQueue>(std::move(inner), 7);
+      fault_ = q.get();
+      return q;
+    };
+    auto s = KvPageStore::Open(o, {kHotPage, kActivePage, kSparsePage});
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  static std::vector<uint8_t> Read(const KvPageStore& s, uint64_t id, size_t n) {
+    auto pin = s.Pin(id);
+    EXPECT_TRUE(pin.ok()) << pin.status().ToString();
+    if (!pin.ok()) return {};
+    return std::vector<uint8_t>(pin->data, pin->data + n);
+  }
+
+  storage::testing::TempDir dir_;
+  FaultQueue* fault_ = nullptr;
+};
+
+TEST_P(PageStoreTest, ClassesGoToTheirHomeTiersAndReadBack) {
+  TQ_SKIP_IF_NO_BACKEND(GetParam());
+  auto s = Open(4, 4, 4, /*cache_bytes=*/0);  // no cache: every cold read comes from the disk
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->home(PrecisionClass::kHot), KvTier::kHot);
+  EXPECT_EQ(s->home(PrecisionClass::kActive), KvTier::kWarm);
+  EXPECT_EQ(s->home(PrecisionClass::kSparse), KvTier::kCold);
+  const auto hot = Bytes(1, kHotPage), active = Bytes(2, kActivePage), sparse = Bytes(3, kSparsePage);
+  auto h = s->Store(PrecisionClass::kHot, hot);
+  auto a = s->Store(PrecisionClass::kActive, active);
+  auto c = s->Store(PrecisionClass::kSparse, sparse);
+  ASSERT_TRUE(h.ok() && a.ok() && c.ok());
+  EXPECT_NE(s->RamBytes(*h), nullptr);
+  EXPECT_NE(s->RamBytes(*a), nullptr);
+  EXPECT_EQ(s->RamBytes(*c), nullptr);  // cold
+  s->FlushCold();
+  EXPECT_EQ(Read(*s, *h, hot.size()), hot);
+  EXPECT_EQ(Read(*s, *a, active.size()), active);
+  EXPECT_EQ(Read(*s, *c, sparse.size()), sparse);
+  const KvStoreStats st = s->Stats();
+  EXPECT_EQ(st.tiers[0].pages, 1u);
+  EXPECT_EQ(st.tiers[1].pages, 1u);
+  EXPECT_EQ(st.tiers[2].pages, 1u);
+  EXPECT_EQ(st.tiers[2].bytes, kSparsePage);
+  EXPECT_EQ(st.class_bytes[2], kSparsePage);
+  EXPECT_EQ(st.tiers[2].io.writes, 1u);
+  EXPECT_GE(st.tiers[2].io.reads, 1u);  // read back from the disk, checksum verified
+  EXPECT_EQ(st.cold_cache.misses, 1u);
+  s->Release(*c);
+  s->Release(*h);
+  EXPECT_EQ(s->Stats().tiers[2].pages, 0u);
+  EXPECT_EQ(s->Stats().tiers[0].pages, 0u);
+}
+
+TEST_P(PageStoreTest, FullTiersFallBackToFasterOnesThenRefuse) {
+  TQ_SKIP_IF_NO_BACKEND(GetParam());
+  auto s = Open(1, 1, 2);
+  ASSERT_NE(s, nullptr);
+  EXPECT_TRUE(s->Fits({0, 0, 4}));   // 2 cold + 1 warm + 1 hot
+  EXPECT_FALSE(s->Fits({0, 0, 5}));
+  EXPECT_FALSE(s->Fits({1, 1, 3}));  // HOT and ACTIVE take their homes first: 2 cold + nothing left
+  EXPECT_TRUE(s->Fits({1, 1, 2}));
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 4; ++i) {
+    auto id = s->Store(PrecisionClass::kSparse, Bytes(10 + i, kSparsePage));
+    ASSERT_TRUE(id.ok()) << i << ": " << id.status().ToString();
+    ids.push_back(*id);
+  }
+  KvStoreStats st = s->Stats();
+  EXPECT_EQ(st.tiers[2].pages, 2u);
+  EXPECT_EQ(st.tiers[1].pages, 1u);
+  EXPECT_EQ(st.tiers[0].pages, 1u);
+  EXPECT_EQ(st.fallbacks, 2u);
+  auto refused = s->Store(PrecisionClass::kSparse, Bytes(99, kSparsePage));
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_FALSE(s->Fits({0, 0, 1}));
+  s->FlushCold();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(Read(*s, ids[i], kSparsePage), Bytes(10 + i, kSparsePage)) << i;
+  s->Release(ids[0]);
+  EXPECT_TRUE(s->Fits({0, 0, 1}));
+}
+
+TEST_P(PageStoreTest, ReadFaultsAreErrorsNeverWrongBytesAndARetryWorks) {
+  TQ_SKIP_IF_NO_BACKEND(GetParam());
+  auto s = Open(1, 1, 4, /*cache_bytes=*/0);
+  ASSERT_NE(s, nullptr);
+  const auto bytes = Bytes(5, kSparsePage);
+  auto id = s->Store(PrecisionClass::kSparse, bytes);
+  ASSERT_TRUE(id.ok());
+  s->FlushCold();
+  for (FaultKind kind : {FaultKind::kEio, FaultKind::kCorrupt, FaultKind::kShortRead}) {
+    fault_->ClearRules();
+    fault_->AddRule({kind, IoOp::kRead, {}, 1});  // every read
+    auto pin = s->Pin(*id);
+    ASSERT_FALSE(pin.ok()) << static_cast<int>(kind);
+    EXPECT_TRUE(pin.status().code() == StatusCode::kIoError || pin.status().code() == StatusCode::kDataLoss)
+        << pin.status().ToString();
+  }
+  fault_->ClearRules();
+  EXPECT_EQ(Read(*s, *id, bytes.size()), bytes);
+  EXPECT_GE(s->Stats().cold_cache.read_failures, 3u);
+}
+
+TEST_P(PageStoreTest, AFailedColdWriteIsRehomedToRamAndStaysReadable) {
+  TQ_SKIP_IF_NO_BACKEND(GetParam());
+  auto s = Open(2, 2, 4);
+  ASSERT_NE(s, nullptr);
+  fault_->AddRule({FaultKind::kEnospc, IoOp::kWrite, {}, 1});  // the disk is full
+  const auto bytes = Bytes(6, kSparsePage);
+  auto id = s->Store(PrecisionClass::kSparse, bytes);
+  ASSERT_TRUE(id.ok());
+  s->FlushCold();
+  // Before the manager re-homes it, the page is still readable (from the cold cache).
+  EXPECT_EQ(Read(*s, *id, bytes.size()), bytes);
+  EXPECT_EQ(s->Maintain(), 1u);
+  EXPECT_NE(s->RamBytes(*id), nullptr);
+  EXPECT_EQ(Read(*s, *id, bytes.size()), bytes);
+  KvStoreStats st = s->Stats();
+  EXPECT_EQ(st.rehomed, 1u);
+  EXPECT_EQ(st.tiers[2].pages, 0u);
+  EXPECT_EQ(st.tiers[1].pages, 1u);
+  // The disk said ENOSPC: the cold tier admits nothing more, SPARSE pages go to the warm tier directly.
+  auto next = s->Store(PrecisionClass::kSparse, Bytes(7, kSparsePage));
+  ASSERT_TRUE(next.ok());
+  EXPECT_NE(s->RamBytes(*next), nullptr);
+  // Events: stored (cold), moved (cold -> warm), stored (warm).
+  uint64_t first = 0;
+  std::vector<KvEvent> ev = s->EventsSince(0, 100, 0, &first);
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(first, 1u);
+  EXPECT_EQ(ev[0].kind, KvEvent::Kind::kStored);
+  EXPECT_EQ(ev[0].tier, KvTier::kCold);
+  EXPECT_EQ(ev[1].kind, KvEvent::Kind::kMoved);
+  EXPECT_EQ(ev[1].from, KvTier::kCold);
+  EXPECT_EQ(ev[1].tier, KvTier::kWarm);
+  EXPECT_EQ(ev[2].seq, 3u);
+  s->Release(*id);
+  ev = s->EventsSince(3, 100, 0, &first);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, KvEvent::Kind::kEvicted);
+}
+
+TEST_P(PageStoreTest, PrefetchHidesSlowReads) {
+  TQ_SKIP_IF_NO_BACKEND(GetParam());
+  auto s = Open(1, 1, 20, /*cache_bytes=*/8 * kSparsePage + 1000);  // room for 8 pages
+  ASSERT_NE(s, nullptr);
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 8; ++i) ids.push_back(*s->Store(PrecisionClass::kSparse, Bytes(20 + i, kSparsePage)));
+  // 8 more pages push the first 8 out of the cache (least recently used first).
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(s->Store(PrecisionClass::kSparse, Bytes(40 + i, kSparsePage)).ok());
+  s->FlushCold();
+  ASSERT_EQ(s->Stats().cold_cache.evictions, 8u);
+  // Every read now takes 20 ms; the 8 prefetched reads are in flight together.
+  fault_->AddRule({FaultKind::kLatency, IoOp::kRead, {}, 1, 0.0, 20000});
+  s->Prefetch(ids);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(Read(*s, ids[i], kSparsePage), Bytes(20 + i, kSparsePage)) << i;
+  const ColdCacheStats c = s->Stats().cold_cache;
+  EXPECT_EQ(c.prefetch_hits, 8u) << "late " << c.prefetch_late << ", misses " << c.misses;
+  EXPECT_EQ(c.misses, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, PageStoreTest, ::testing::Values("io_uring", "pread"));
+
+TEST(PageStoreRamOnlyTest, WithoutAColdDirSparsePagesLiveInTheWarmTier) {
+  KvStoreOptions o;
+  o.hot_bytes = 1 << 20;
+  o.warm_bytes = 1 << 20;
+  auto s = KvPageStore::Open(o, {kHotPage, kActivePage, kSparsePage});
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE((*s)->has_cold_tier());
+  EXPECT_EQ((*s)->home(PrecisionClass::kSparse), KvTier::kWarm);
+  auto id = (*s)->Store(PrecisionClass::kSparse, Bytes(1, kSparsePage));
+  ASSERT_TRUE(id.ok());
+  EXPECT_NE((*s)->RamBytes(*id), nullptr);
+}
+
+TEST(PageStoreRamOnlyTest, AClassNoTierCanHoldIsAClearError) {
+  KvStoreOptions o;
+  o.hot_bytes = 0;
+  o.warm_bytes = 1 << 20;
+  auto s = KvPageStore::Open(o, {kHotPage, kActivePage, 0});
+  // Warm slots are sized for ACTIVE pages; HOT pages are bigger and the hot tier is off.
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("hot"), std::string::npos) << s.status().ToString();
+}
+
+}  // namespace
+}  // namespace tq::engine
