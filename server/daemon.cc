@@ -174,9 +174,10 @@ int RunDaemon(const config::Config& cfg) {
   api.limits.default_max_tokens = cfg.limits.default_max_tokens;
   const std::vector<std::string> keys = SplitKeys(cfg.server.api_keys);
 
-  // KV capacity for the usage gauge: every running sequence at full context in the configured formats.
-  const double kv_per_token = 2.0 * hp.n_layers * hp.n_kv_heads * hp.head_dim * eng->kv_layout().bits_per_value() / 8;
-  metrics = std::make_unique<Metrics>(static_cast<uint64_t>(kv_per_token * eng->ctx_size() * cfg.engine.max_running));
+  // KV capacity: the budgets of the tiers the engine placed pages in.
+  uint64_t kv_capacity = 0;
+  for (const engine::KvTierUsage& t : eng->kv_store().Stats().tiers) kv_capacity += t.present ? t.capacity_bytes : 0;
+  metrics = std::make_unique<Metrics>(kv_capacity);
 
   RouterOptions ro;
   ro.api = api;

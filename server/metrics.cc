@@ -2,6 +2,8 @@
 
 #include <prometheus/text_serializer.h>
 
+#include "server/kv_metrics.h"
+
 namespace tq::server {
 namespace {
 
@@ -78,12 +80,15 @@ std::string Metrics::Scrape(const engine::EngineStats& s) {
   running_.Set(s.running);
   waiting_.Set(s.waiting);
   kv_bytes_.Set(static_cast<double>(s.kv_bytes));
-  kv_usage_.Set(kv_capacity_bytes_ ? static_cast<double>(s.kv_bytes) / kv_capacity_bytes_ : 0.0);
+  // Usage as admission sees it: the share of tier slots in use (the running sequences' tail pages aside).
+  kv_usage_.Set(KvUsageRatio(s.kv_store));
   if (s.steps > last_steps_) {
     engine_steps_.Increment(static_cast<double>(s.steps - last_steps_));
     last_steps_ = s.steps;
   }
-  return prometheus::TextSerializer().Serialize(registry_->Collect());
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  for (prometheus::MetricFamily& f : KvMetricFamilies(s)) families.push_back(std::move(f));
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 }  // namespace tq::server

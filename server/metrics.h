@@ -19,7 +19,7 @@ namespace tq::server {
 
 class Metrics {
  public:
-  // `kv_capacity_bytes`: the KV the engine can hold (running sequences x context x bytes per token).
+  // `kv_capacity_bytes`: the KV tiers' budgets together.
   explicit Metrics(uint64_t kv_capacity_bytes);
 
   // outcome: "success", "error", "aborted", "rejected", "invalid", "unauthorized", "timeout".

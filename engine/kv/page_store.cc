@@ -159,16 +159,16 @@ void KvPageStore::Count(const Page& page, int sign) {
   }
 }
 
-StatusOr<uint64_t> KvPageStore::Store(PrecisionClass cls, std::vector<uint8_t> bytes) {
+StatusOr<uint64_t> KvPageStore::Store(PrecisionClass cls, std::vector<uint8_t> bytes, PageInfo info) {
   const uint64_t id = next_id_++;
-  Page page{cls, KvTier::kHot, 0, nullptr};
+  Page page{cls, KvTier::kHot, 0, nullptr, std::move(info)};
   const auto& chain = chain_[static_cast<int>(cls)];
   for (size_t i = 0; i < chain.size(); ++i) {
     if (!PlaceIn(chain[i], id, bytes, &page)) continue;
     if (i > 0) ++fallbacks_;
     pages_.emplace(id, page);
     Count(page, +1);
-    Record({0, KvEvent::Kind::kStored, id, page.tier, page.tier, cls, page.length});
+    Record({0, KvEvent::Kind::kStored, id, page.tier, page.tier, cls, page.length, page.info});
     return id;
   }
   ++refused_;
@@ -187,7 +187,7 @@ void KvPageStore::Release(uint64_t id) {
   }
   Count(page, -1);
   pages_.erase(it);
-  Record({0, KvEvent::Kind::kEvicted, id, page.tier, page.tier, page.cls, page.length});
+  Record({0, KvEvent::Kind::kEvicted, id, page.tier, page.tier, page.cls, page.length, page.info});
 }
 
 size_t KvPageStore::Maintain() {
@@ -222,7 +222,7 @@ size_t KvPageStore::Maintain() {
     cold_->Erase(f.id);
     ++rehomed_;
     ++moved;
-    Record({0, KvEvent::Kind::kMoved, f.id, page.tier, from, page.cls, page.length});
+    Record({0, KvEvent::Kind::kMoved, f.id, page.tier, from, page.cls, page.length, page.info});
   }
   return moved;
 }
@@ -320,6 +320,8 @@ std::string KvPageStore::Describe() const {
 }
 
 void KvPageStore::Record(KvEvent event) {
+  event.unix_seconds =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   {
     std::lock_guard<std::mutex> lock(events_mu_);
     event.seq = next_event_++;

@@ -32,6 +32,7 @@
 #include "common/status.h"
 #include "engine/kv/cold_cache.h"
 #include "engine/kv/precision.h"
+#include "kernels/formats/format.h"
 #include "storage/ram_tier.h"
 
 namespace tq::engine {
@@ -81,6 +82,15 @@ struct KvStoreStats {
   uint64_t refused = 0;    // Store calls that found no room anywhere
 };
 
+// Whose page it is, for the event log and logs.
+struct PageInfo {
+  std::string owner;  // the request id ("" outside the engine)
+  int layer = -1;
+  int kv_head = -1;
+  kernels::KvFormat k = kernels::KvFormat::kF16;
+  kernels::KvFormat v = kernels::KvFormat::kF16;
+};
+
 // One entry of the event log that SubscribeKvEvents streams. Sequence numbers start at 1 and have no gaps.
 struct KvEvent {
   enum class Kind : uint8_t { kStored, kMoved, kEvicted };
@@ -91,6 +101,8 @@ struct KvEvent {
   KvTier from = KvTier::kHot;  // moved: where it was
   PrecisionClass cls = PrecisionClass::kHot;
   uint32_t bytes = 0;
+  PageInfo info;
+  double unix_seconds = 0;
 };
 std::string_view KvEventKindName(KvEvent::Kind kind);  // "stored", "moved", "evicted"
 
@@ -104,7 +116,7 @@ class KvPageStore {
 
   // Places a page in its class's home tier or the first fallback with room. resource_exhausted when no tier
   // has a free slot (nothing changes).
-  StatusOr<uint64_t> Store(PrecisionClass cls, std::vector<uint8_t> bytes);
+  StatusOr<uint64_t> Store(PrecisionClass cls, std::vector<uint8_t> bytes, PageInfo info = {});
   void Release(uint64_t id);
   // Re-homes cold pages whose write failed. Returns how many moved.
   size_t Maintain();
@@ -136,6 +148,7 @@ class KvPageStore {
     KvTier tier;
     uint32_t length;
     const uint8_t* ram;  // RAM tiers: the bytes in the arena
+    PageInfo info;
   };
 
   KvPageStore() = default;

@@ -311,7 +311,8 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
   h.tail_tokens = 0;
   HeadPages::Full full;
   StatusOr<uint64_t> id =
-      store_ != nullptr ? store_->Store(f.cls, std::move(page)) : StatusOr<uint64_t>(InternalError("no page store"));
+      store_ != nullptr ? store_->Store(f.cls, std::move(page), {owner_, layer, head, f.k, f.v})
+                        : StatusOr<uint64_t>(InternalError("no page store"));
   if (id.ok()) {
     full.id = *id;
     full.ram = store_->RamBytes(*id);

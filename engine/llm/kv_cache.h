@@ -121,6 +121,8 @@ class SequenceKv {
 
   // Drops every position (pages go back to the store); the sequence starts again at position 0.
   void Reset();
+  // The request id its pages carry in the page store's events.
+  void set_owner(std::string owner) { owner_ = std::move(owner); }
   // Starts reading the cold pages of `layer` (prefetch ahead of attention). Engine thread, outside attention.
   void PrefetchLayer(int layer) const;
   // The first fault since the last Reset (OK when none): a cold page that could not be read back.
@@ -143,6 +145,7 @@ class SequenceKv {
   mutable std::mutex fault_mu_;
   mutable Status fault_;
   uint64_t overflow_bytes_ = 0;
+  std::string owner_;
   int n_ctx_;
   int n_layers_;
   int n_kv_heads_;

@@ -42,7 +42,9 @@ struct Engine::Sequence {
         sink(std::move(s)),
         kv(std::move(layout), ctx, store),
         sampler(req.sampling),
-        text(req.stop) {}
+        text(req.stop) {
+    kv.set_owner(req.id);
+  }
 
   // Tokens whose KV a prefill computes: the prompt, or, after a preemption or a fault, every token but the last
   // generated one (which the next decode step feeds).
@@ -80,6 +82,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   spdlog::info("KV cache: {} ({:.2f} bits per value)", e->kv_layout_->Describe(), e->kv_layout_->bits_per_value());
   TQ_ASSIGN_OR_RETURN(e->store_, KvPageStore::Open(options.kv_store, e->kv_layout_->class_page_bytes()));
   spdlog::info("KV tiers: {}", e->store_->Describe());
+  e->stats_.kv_class_heads = e->kv_layout_->class_heads();
+  e->stats_.kv_bits_per_value = e->kv_layout_->bits_per_value();
   e->pool_ = std::make_unique<ThreadPool>(options.threads);
   e->thread_ = std::thread([raw = e.get()] { raw->Loop(); });
   return e;

@@ -3,6 +3,7 @@
 // The server's only view of the engine: front ends include this header and request.h.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -42,6 +43,8 @@ struct EngineStats {
   uint64_t recomputes_total = 0;   // sequences recomputed after a KV read fault
   uint64_t kv_faults_total = 0;    // KV read faults seen (each one recomputes or fails its sequence)
   KvStoreStats kv_store;           // tiers, classes, cold cache
+  std::array<int, 3> kv_class_heads{};  // (layer, KV head) pairs per precision class
+  double kv_bits_per_value = 0;         // of the configured layout
 };
 
 class Engine {

@@ -281,10 +281,34 @@ grpc::Status InferenceService::GetServerInfo(grpc::ServerContext* context, const
   out->set_waiting_requests(st.waiting);
   out->set_ready(state_->ready && !state_->draining);
   out->set_draining(state_->draining);
-  // Until the KV manager lands, all KV is plain f32 in RAM: one "hot" tier.
-  auto* hot = out->add_tiers();
-  hot->set_tier("hot");
-  hot->set_bytes_used(st.kv_bytes);
+  for (int t = 0; t < engine::kKvTiers; ++t) {
+    const engine::KvTierUsage& u = st.kv_store.tiers[t];
+    if (!u.present) continue;
+    auto* tier = out->add_tiers();
+    tier->set_tier(std::string(engine::KvTierName(static_cast<engine::KvTier>(t))));
+    tier->set_bytes_used(u.bytes);
+    tier->set_bytes_capacity(u.capacity_bytes);
+    tier->set_pages(u.pages);
+  }
+  const engine::KvLayout& layout = engine_->kv_layout();
+  for (int c = 0; c < 3; ++c) {
+    auto* cls = out->add_classes();
+    std::string name(engine::PrecisionClassName(static_cast<engine::PrecisionClass>(c)));
+    for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    cls->set_precision_class(name);
+    // The class's formats as configured ("K/V" when they differ); the first head of the class tells.
+    for (int l = 0; l < layout.n_layers() && cls->format().empty(); ++l) {
+      for (const engine::HeadKvFormat& h : layout.layer(l).heads) {
+        if (static_cast<int>(h.cls) != c) continue;
+        std::string f(kernels::FormatName(h.k));
+        if (h.v != h.k) f += "/" + std::string(kernels::FormatName(h.v));
+        cls->set_format(f);
+        break;
+      }
+    }
+    cls->set_heads(st.kv_class_heads[c]);
+    cls->set_bytes(st.kv_store.class_bytes[c]);
+  }
   return grpc::Status::OK;
 }
 
@@ -294,11 +318,39 @@ grpc::Status InferenceService::Abort(grpc::ServerContext* context, const v1::Abo
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::SubscribeKvEvents(grpc::ServerContext* context, const v1::SubscribeKvEventsRequest*,
-                                                 grpc::ServerWriter<v1::KvEvent>*) {
+grpc::Status InferenceService::SubscribeKvEvents(grpc::ServerContext* context, const v1::SubscribeKvEventsRequest* in,
+                                                 grpc::ServerWriter<v1::KvEvent>* writer) {
   if (auto s = CheckKey(context); !s.ok()) return s;
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                      "KV page events need the paged KV manager, which this build does not have yet");
+  const engine::KvPageStore& store = engine_->kv_store();
+  // from_sequence 0: only new events; otherwise replay from that number (or from the oldest still held).
+  uint64_t after = in->from_sequence() == 0 ? store.last_event() : in->from_sequence() - 1;
+  while (!context->IsCancelled()) {
+    uint64_t first = 0;
+    const std::vector<engine::KvEvent> events = store.EventsSince(after, 256, 200, &first);
+    for (const engine::KvEvent& e : events) {
+      v1::KvEvent msg;
+      msg.set_sequence_number(e.seq);
+      switch (e.kind) {
+        case engine::KvEvent::Kind::kStored: msg.set_kind(v1::KV_EVENT_KIND_STORED); break;
+        case engine::KvEvent::Kind::kMoved: msg.set_kind(v1::KV_EVENT_KIND_MOVED); break;
+        case engine::KvEvent::Kind::kEvicted: msg.set_kind(v1::KV_EVENT_KIND_EVICTED); break;
+      }
+      msg.set_page_id(e.page);
+      msg.set_request_id(e.info.owner);
+      msg.set_layer(e.info.layer);
+      msg.set_kv_head(e.info.kv_head);
+      msg.set_tier(std::string(engine::KvTierName(e.tier)));
+      if (e.kind == engine::KvEvent::Kind::kMoved) msg.set_from_tier(std::string(engine::KvTierName(e.from)));
+      std::string f(kernels::FormatName(e.info.k));
+      if (e.info.v != e.info.k) f += "/" + std::string(kernels::FormatName(e.info.v));
+      msg.set_format(f);
+      msg.set_bytes(e.bytes);
+      msg.set_unix_seconds(e.unix_seconds);
+      if (!writer->Write(msg)) return grpc::Status::OK;  // the client went away
+      after = e.seq;
+    }
+  }
+  return grpc::Status::OK;
 }
 
 }  // namespace tq::server
