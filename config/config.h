@@ -66,6 +66,8 @@ struct KvConfig {
   std::string io_backend = "auto";  // auto | io_uring | pread
   int io_depth = 64;
   bool direct_io = true;
+  int64_t prefix_cache_bytes = int64_t{1} << 30;  // 0 = no prefix cache
+  double prefix_pin_s = 0;
 };
 
 struct Config {

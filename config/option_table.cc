@@ -135,6 +135,13 @@ std::vector<Option> BuildOptionTable(Config* c) {
       IntField(&c->kv.io_depth, 64, 1, 4096));
   Add(&t, "kv.direct_io", "kv-direct-io", "O_DIRECT for the cold files where the file system allows it",
       BoolField(&c->kv.direct_io, true));
+  Add(&t, "kv.prefix_cache_bytes", "kv-prefix-cache-bytes",
+      "Pages kept for reuse by requests with the same prefix (in the tiers; on disk across restarts when there is "
+      "a cold tier); 0 = off",
+      BytesField(&c->kv.prefix_cache_bytes, int64_t{1} << 30, 0, int64_t{1} << 50));
+  Add(&t, "kv.prefix_pin_s", "kv-prefix-pin",
+      "Seconds a cached prefix stays pinned (not evicted) after its last use",
+      DoubleField(&c->kv.prefix_pin_s, 0.0, 0.0, 1e7));
   return t;
 }
 

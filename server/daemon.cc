@@ -111,6 +111,8 @@ int RunDaemon(const config::Config& cfg) {
   eo.kv_store.io_backend = cfg.kv.io_backend;
   eo.kv_store.io_depth = static_cast<uint32_t>(cfg.kv.io_depth);
   eo.kv_store.direct_io = cfg.kv.direct_io;
+  eo.prefix_cache_bytes = static_cast<uint64_t>(cfg.kv.prefix_cache_bytes);
+  eo.prefix_pin_seconds = cfg.kv.prefix_pin_s;
   // The HTTP listener starts before the model loads, so probes answer during the load: /health 200, /ready and
   // everything else 503 until the router is installed. `router` outlives `http` (declared first).
   std::unique_ptr<Metrics> metrics;

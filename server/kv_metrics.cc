@@ -126,6 +126,19 @@ std::vector<MetricFamily> KvMetricFamilies(const engine::EngineStats& st) {
          MetricType::Counter, static_cast<double>(s.fallbacks));
   single("tqserve_kv_rehomed_pages_total", "Cold pages moved to RAM after a failed write", MetricType::Counter,
          static_cast<double>(s.rehomed));
+  const engine::PrefixCacheStats& pc = st.prefix_cache;
+  single("tqserve_kv_prefix_cache_entries", "Cached prefix pages (one per page index of a prefix, all heads)",
+         MetricType::Gauge, static_cast<double>(pc.entries));
+  single("tqserve_kv_prefix_cache_bytes", "Bytes of the pages the prefix cache holds", MetricType::Gauge,
+         static_cast<double>(pc.bytes));
+  single("tqserve_kv_prefix_cache_lookups_total", "Sequences that looked for a cached prefix", MetricType::Counter,
+         static_cast<double>(pc.lookups));
+  single("tqserve_kv_prefix_cache_hits_total", "Lookups that reused at least one cached page", MetricType::Counter,
+         static_cast<double>(pc.hits));
+  single("tqserve_kv_prefix_cache_hit_tokens_total", "Tokens whose KV came from the prefix cache",
+         MetricType::Counter, static_cast<double>(pc.hit_tokens));
+  single("tqserve_kv_prefix_cache_evictions_total", "Cached prefix entries evicted (budget or tier pressure)",
+         MetricType::Counter, static_cast<double>(pc.evictions));
   single("tqserve_preemptions_total", "Sequences sent back to the queue to free KV (recomputed later)",
          MetricType::Counter, static_cast<double>(st.preemptions_total));
   single("tqserve_kv_read_faults_total", "KV pages that could not be read back (I/O error, checksum)",

@@ -50,6 +50,9 @@ struct ColdOpenReport {
   uint32_t files = 0;
 };
 
+// Removes the cold files (cold-NNNN.tqc) in `cold_dir`, nothing else; OK when there are none.
+Status RemoveColdFiles(const std::string& cold_dir);
+
 class ColdStore {
  public:
   struct ReadRequest {

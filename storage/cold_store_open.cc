@@ -35,6 +35,15 @@ Status WriteFileHeader(int fd, uint32_t slot_bytes, uint32_t index, const std::s
 
 }  // namespace
 
+Status RemoveColdFiles(const std::string& cold_dir) {
+  std::error_code ec;
+  for (uint32_t i = 0;; ++i) {
+    const std::string path = ColdFilePath(cold_dir, i);
+    if (!std::filesystem::exists(path, ec)) return Status::Ok();
+    if (!std::filesystem::remove(path, ec)) return ErrnoToStatus(ec.value(), "remove " + path);
+  }
+}
+
 StatusOr<std::unique_ptr<ColdStore>> ColdStore::Open(const ColdStoreOptions& options,
                                                      std::unique_ptr<IoQueue> queue) {
   std::unique_ptr<ColdStore> store(new ColdStore(options));

@@ -1,5 +1,7 @@
 #include "engine/kv/page_store.h"
 
+#include "engine/kv/page_record.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -10,6 +12,27 @@ namespace tq::engine {
 namespace {
 
 constexpr size_t kEventLog = 65536;  // events kept for replay
+
+// The bytes a cold page is written as: its record, then the page.
+std::vector<uint8_t> WithRecord(const PageInfo& info, PrecisionClass cls, uint64_t fingerprint,
+                                std::span<const uint8_t> page, uint32_t* record_bytes) {
+  PageRecord r;
+  r.layout_fingerprint = fingerprint;
+  r.prefix_hash = info.prefix_hash;
+  r.parent_hash = info.parent_hash;
+  r.page_index = info.page_index;
+  r.layer = info.layer;
+  r.kv_head = info.kv_head;
+  r.cls = cls;
+  r.k = info.k;
+  r.v = info.v;
+  r.v_scale = info.v_scale;
+  *record_bytes = RecordBytes(static_cast<uint32_t>(r.v_scale.size()));
+  std::vector<uint8_t> out(*record_bytes + page.size());
+  EncodeRecord(r, out);
+  std::memcpy(out.data() + *record_bytes, page.data(), page.size());
+  return out;
+}
 
 std::string GiB(uint64_t bytes) {
   char buf[32];
@@ -75,7 +98,8 @@ StatusOr<std::unique_ptr<KvPageStore>> KvPageStore::Open(const KvStoreOptions& o
     storage::ColdStoreOptions co;
     co.cold_dir = options.cold_dir;
     co.capacity_bytes = options.cold_bytes;
-    co.max_page_bytes = static_cast<uint32_t>(std::max<uint64_t>(s->slot_bytes_[2], 1));
+    // Any page may move to the cold tier (the prefix cache keeps finished sequences there), behind its record.
+    co.max_page_bytes = largest + RecordBytes(options.head_dim);
     co.direct_io = options.direct_io;
     co.io.backend = options.io_backend;
     co.io.queue_depth = options.io_depth;
@@ -85,11 +109,14 @@ StatusOr<std::unique_ptr<KvPageStore>> KvPageStore::Open(const KvStoreOptions& o
       queue = options.wrap_queue(std::move(inner));
     }
     auto store = storage::ColdStore::Open(co, std::move(queue));
+    if (!store.ok() && store.status().code() == StatusCode::kFailedPrecondition && !options.wrap_queue) {
+      // Files of another configuration (another slot size): a cache, not data; start the tier afresh.
+      spdlog::warn("KV cold tier: {}; removing its files and starting empty", store.status().message());
+      TQ_RETURN_IF_ERROR(storage::RemoveColdFiles(options.cold_dir));
+      store = storage::ColdStore::Open(co);
+    }
     if (!store.ok()) return store.status().WithContext("KV cold tier in " + options.cold_dir);
-    // Pages of an earlier run belong to sequences that no longer exist.
-    const std::vector<uint64_t> stale = (*store)->PageIds();
-    for (uint64_t id : stale) (*store)->Erase(id).IgnoreError();
-    if (!stale.empty()) spdlog::info("KV cold tier: dropped {} pages left by an earlier run", stale.size());
+    TQ_RETURN_IF_ERROR(s->Recover(**store));
     s->slot_bytes_[2] = (*store)->slot_bytes();
     s->slots_[2] = (*store)->slot_count();
     s->cold_ = std::make_unique<ColdPageCache>(std::move(*store), options.cold_cache_bytes);
@@ -119,7 +146,7 @@ KvPageStore::~KvPageStore() = default;
 
 bool KvPageStore::HasRoom(KvTier t, uint32_t length) const {
   const int ti = static_cast<int>(t);
-  if (length > slot_bytes_[ti]) return false;
+  if (t != KvTier::kCold && length > slot_bytes_[ti]) return false;
   if (t == KvTier::kCold) {
     return cold_ != nullptr && cold_->admitting() && tier_pages_[ti].load() < slots_[ti];
   }
@@ -133,7 +160,7 @@ bool KvPageStore::PlaceIn(KvTier t, uint64_t id, std::vector<uint8_t>& bytes, Pa
   page->length = static_cast<uint32_t>(bytes.size());
   page->ram = nullptr;
   if (t == KvTier::kCold) {
-    cold_->Write(id, std::move(bytes));
+    cold_->Write(id, WithRecord(page->info, page->cls, options_.fingerprint, bytes, &page->record));
     return true;
   }
   auto slot = ram_[ti]->Allocate(id, page->length);
@@ -161,7 +188,7 @@ void KvPageStore::Count(const Page& page, int sign) {
 
 StatusOr<uint64_t> KvPageStore::Store(PrecisionClass cls, std::vector<uint8_t> bytes, PageInfo info) {
   const uint64_t id = next_id_++;
-  Page page{cls, KvTier::kHot, 0, nullptr, std::move(info)};
+  Page page{cls, KvTier::kHot, 0, nullptr, std::move(info), 1, 0};
   const auto& chain = chain_[static_cast<int>(cls)];
   for (size_t i = 0; i < chain.size(); ++i) {
     if (!PlaceIn(chain[i], id, bytes, &page)) continue;
@@ -176,9 +203,25 @@ StatusOr<uint64_t> KvPageStore::Store(PrecisionClass cls, std::vector<uint8_t> b
                                 " page of " + std::to_string(bytes.size()) + " bytes");
 }
 
+void KvPageStore::Retain(uint64_t id) {
+  auto it = pages_.find(id);
+  if (it != pages_.end()) ++it->second.refs;
+}
+
+uint32_t KvPageStore::PageLength(uint64_t id) const {
+  auto it = pages_.find(id);
+  return it == pages_.end() ? 0 : it->second.length;
+}
+
+uint32_t KvPageStore::refs(uint64_t id) const {
+  auto it = pages_.find(id);
+  return it == pages_.end() ? 0 : it->second.refs;
+}
+
 void KvPageStore::Release(uint64_t id) {
   auto it = pages_.find(id);
   if (it == pages_.end()) return;
+  if (--it->second.refs > 0) return;
   const Page page = it->second;
   if (page.tier == KvTier::kCold) {
     cold_->Erase(id);
@@ -197,7 +240,7 @@ size_t KvPageStore::Maintain() {
     auto it = pages_.find(f.id);
     if (it == pages_.end() || it->second.tier != KvTier::kCold) continue;  // released meanwhile
     Page& page = it->second;
-    std::vector<uint8_t> bytes(f.bytes->begin(), f.bytes->end());
+    std::vector<uint8_t> bytes(f.bytes->begin() + page.record, f.bytes->end());
     Page moved_to = page;
     bool placed = false;
     for (KvTier t : chain_[static_cast<int>(page.cls)]) {
@@ -269,12 +312,70 @@ StatusOr<PinnedPage> KvPageStore::Pin(uint64_t id) const {
   if (it == pages_.end()) return InternalError("KV page " + std::to_string(id) + " is not in the store");
   if (it->second.ram != nullptr) return PinnedPage{it->second.ram, nullptr};
   TQ_ASSIGN_OR_RETURN(PageBytes bytes, cold_->Get(id));
-  return PinnedPage{bytes->data(), std::move(bytes)};
+  if (bytes->size() != it->second.record + it->second.length) {
+    return DataLossError("KV page " + std::to_string(id) + " read back with " + std::to_string(bytes->size()) +
+                         " bytes, not " + std::to_string(it->second.record + it->second.length));
+  }
+  const uint8_t* data = bytes->data() + it->second.record;
+  return PinnedPage{data, std::move(bytes)};
 }
 
 const uint8_t* KvPageStore::RamBytes(uint64_t id) const {
   auto it = pages_.find(id);
   return it == pages_.end() ? nullptr : it->second.ram;
+}
+
+bool KvPageStore::MoveToCold(uint64_t id) {
+  auto it = pages_.find(id);
+  if (it == pages_.end() || it->second.ram == nullptr || !cold_) return false;
+  Page& page = it->second;
+  if (!HasRoom(KvTier::kCold, page.length)) return false;
+  const KvTier from = page.tier;
+  std::vector<uint8_t> bytes(page.ram, page.ram + page.length);
+  Count(page, -1);
+  ram_[static_cast<int>(from)]->Erase(id).IgnoreError();
+  page.tier = KvTier::kCold;
+  page.ram = nullptr;
+  cold_->Write(id, WithRecord(page.info, page.cls, options_.fingerprint, bytes, &page.record));
+  Count(page, +1);
+  Record({0, KvEvent::Kind::kMoved, id, page.tier, from, page.cls, page.length, page.info});
+  return true;
+}
+
+std::vector<RecoveredPage> KvPageStore::TakeRecovered() {
+  std::vector<RecoveredPage> out;
+  out.swap(recovered_);
+  return out;
+}
+
+Status KvPageStore::Recover(storage::ColdStore& store) {
+  std::vector<uint8_t> buf(store.slot_bytes());
+  uint64_t kept = 0, dropped = 0;
+  for (uint64_t id : store.PageIds()) {
+    StatusOr<uint32_t> n = store.Read(id, std::as_writable_bytes(std::span<uint8_t>(buf)));
+    uint32_t record_bytes = 0;
+    StatusOr<PageRecord> r =
+        n.ok() ? DecodeRecord(std::span<const uint8_t>(buf.data(), *n), &record_bytes) : StatusOr<PageRecord>(n.status());
+    if (!r.ok() || options_.fingerprint == 0 || r->layout_fingerprint != options_.fingerprint ||
+        r->prefix_hash == 0) {
+      // Another model or layout, an unreadable page, or a page no prefix names: not trusted, not kept.
+      store.Erase(id).IgnoreError();
+      ++dropped;
+      continue;
+    }
+    Page page{r->cls, KvTier::kCold, *n - record_bytes, nullptr, {}, 1, record_bytes};
+    page.info = {"", r->layer, r->kv_head, r->k, r->v, r->prefix_hash, r->parent_hash, r->page_index,
+                 std::move(r->v_scale)};
+    recovered_.push_back({id, page.cls, page.info});
+    pages_.emplace(id, page);
+    Count(page, +1);
+    next_id_ = std::max(next_id_, id + 1);
+    ++kept;
+  }
+  if (kept + dropped > 0) {
+    spdlog::info("KV cold tier: {} pages of an earlier run kept for the prefix cache, {} dropped", kept, dropped);
+  }
+  return Status::Ok();
 }
 
 void KvPageStore::FlushCold() {

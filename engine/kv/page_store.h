@@ -51,6 +51,10 @@ struct KvStoreOptions {
   std::string io_backend = "auto";           // "auto", "io_uring" or "pread"
   uint32_t io_depth = 64;                    // cold reads and writes in flight
   bool direct_io = true;                     // O_DIRECT where the file system allows
+  // Identity of the model and KV layout: cold pages of an earlier run with the same fingerprint are kept at
+  // start-up (TakeRecovered) for the prefix cache; others are erased.
+  uint64_t fingerprint = 0;
+  uint32_t head_dim = 256;  // at least the model's: sizes the record in front of cold pages (a V scale per channel)
   // Tests only: wraps the cold tier's I/O queue (e.g. a storage::FaultQueue around the real one).
   std::function<std::unique_ptr<storage::IoQueue>(std::unique_ptr<storage::IoQueue>)> wrap_queue;
 };
@@ -89,6 +93,17 @@ struct PageInfo {
   int kv_head = -1;
   kernels::KvFormat k = kernels::KvFormat::kF16;
   kernels::KvFormat v = kernels::KvFormat::kF16;
+  uint64_t prefix_hash = 0;    // chain hash of the tokens through this page (prefix cache); 0 = unknown
+  uint64_t parent_hash = 0;    // the previous page's chain hash
+  uint32_t page_index = 0;     // pages before it in its sequence
+  std::vector<float> v_scale;  // [head_dim]: page 0 of a head with compressed V (the sequence's channel scale)
+};
+
+// A page found in the cold tier at start-up, written by an earlier run of the same model and KV layout.
+struct RecoveredPage {
+  uint64_t id = 0;
+  PrecisionClass cls = PrecisionClass::kHot;
+  PageInfo info;
 };
 
 // One entry of the event log that SubscribeKvEvents streams. Sequence numbers start at 1 and have no gaps.
@@ -117,7 +132,16 @@ class KvPageStore {
   // Places a page in its class's home tier or the first fallback with room. resource_exhausted when no tier
   // has a free slot (nothing changes).
   StatusOr<uint64_t> Store(PrecisionClass cls, std::vector<uint8_t> bytes, PageInfo info = {});
+  // Reference counting: Store returns a page with one reference; Retain adds one (a sequence sharing a cached
+  // prefix, the prefix cache); Release drops one and frees the page at zero.
+  void Retain(uint64_t id);
   void Release(uint64_t id);
+  uint32_t refs(uint64_t id) const;
+  uint32_t PageLength(uint64_t id) const;  // page bytes (K + V); 0 when absent
+  // Moves a RAM page to the cold tier (durable, frees RAM). False when there is no cold tier or no room.
+  bool MoveToCold(uint64_t id);
+  // Pages recovered from the cold tier at Open (each holds one reference, which the taker owns); once.
+  std::vector<RecoveredPage> TakeRecovered();
   // Re-homes cold pages whose write failed. Returns how many moved.
   size_t Maintain();
   // Whether `pages` more pages of each class would fit now (home tiers and fallbacks, whole slots).
@@ -149,7 +173,11 @@ class KvPageStore {
     uint32_t length;
     const uint8_t* ram;  // RAM tiers: the bytes in the arena
     PageInfo info;
+    uint32_t refs = 1;
+    uint32_t record = 0;  // cold: bytes of the PageRecord in front of the page
   };
+  // Reads back the pages an earlier run left in the cold tier (at Open).
+  Status Recover(storage::ColdStore& store);
 
   KvPageStore() = default;
   // Places bytes in tier t (RAM or cold); false when t has no room or refuses the page.
@@ -170,6 +198,7 @@ class KvPageStore {
   std::array<std::atomic<uint64_t>, kKvTiers> tier_pages_{}, tier_bytes_{};
   std::array<std::atomic<uint64_t>, 3> class_pages_{}, class_bytes_{};
   std::atomic<uint64_t> fallbacks_{0}, rehomed_{0}, refused_{0};
+  std::vector<RecoveredPage> recovered_;
 
   mutable std::mutex events_mu_;
   mutable std::condition_variable events_cv_;

@@ -142,6 +142,34 @@ std::array<int, 3> KvLayout::class_heads() const {
   return out;
 }
 
+uint64_t KvLayout::fingerprint() const {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  };
+  mix(static_cast<uint64_t>(kPage));
+  mix(static_cast<uint64_t>(head_dim_));
+  mix(static_cast<uint64_t>(n_kv_heads_));
+  mix(layers_.size());
+  for (const LayerKvFormat& f : layers_) {
+    mix(f.plain ? 1 : 0);
+    for (const HeadKvFormat& hf : f.heads) {
+      mix(static_cast<uint64_t>(hf.k) | static_cast<uint64_t>(hf.v) << 8 | static_cast<uint64_t>(hf.cls) << 16);
+    }
+  }
+  return h;
+}
+
+bool KvLayout::all_paged() const {
+  for (const LayerKvFormat& f : layers_) {
+    if (f.plain) return false;
+  }
+  return !layers_.empty();
+}
+
 std::array<uint32_t, 3> KvLayout::class_page_bytes() const {
   std::array<uint32_t, 3> out{};
   for (const LayerKvFormat& f : layers_) {
@@ -240,6 +268,7 @@ void SequenceKv::Reset() {
   std::fill(layer_len_.begin(), layer_len_.end(), 0);
   n_tokens_ = 0;
   overflow_bytes_ = 0;
+  page_hashes_.clear();
   std::lock_guard<std::mutex> lock(fault_mu_);
   fault_ = Status::Ok();
 }
@@ -254,6 +283,63 @@ void SequenceKv::PrefetchLayer(int layer) const {
     }
   }
   if (!ids.empty()) store_->Prefetch(ids);
+}
+
+void SequenceKv::SetPageHash(int page_index, uint64_t hash, uint64_t parent) {
+  if (page_hashes_.size() <= static_cast<size_t>(page_index)) page_hashes_.resize(page_index + 1, {0, 0});
+  page_hashes_[page_index] = {hash, parent};
+}
+
+int SequenceKv::full_pages() const {
+  int n = -1;
+  for (const auto& layer : pages_) {
+    for (const HeadPages& h : layer) n = n < 0 ? static_cast<int>(h.full.size()) : std::min(n, static_cast<int>(h.full.size()));
+  }
+  return std::max(n, 0);
+}
+
+std::vector<uint64_t> SequenceKv::PageIdsAt(int page_index) const {
+  std::vector<uint64_t> ids(static_cast<size_t>(n_layers_) * n_kv_heads_, 0);
+  for (int l = 0; l < n_layers_; ++l) {
+    for (int h = 0; h < static_cast<int>(pages_[l].size()); ++h) {
+      const HeadPages& hp = pages_[l][h];
+      if (page_index < static_cast<int>(hp.full.size())) ids[static_cast<size_t>(l) * n_kv_heads_ + h] = hp.full[page_index].id;
+    }
+  }
+  return ids;
+}
+
+std::vector<std::vector<float>> SequenceKv::VScales() const {
+  std::vector<std::vector<float>> out(static_cast<size_t>(n_layers_) * n_kv_heads_);
+  for (int l = 0; l < n_layers_; ++l) {
+    for (int h = 0; h < static_cast<int>(pages_[l].size()); ++h) out[static_cast<size_t>(l) * n_kv_heads_ + h] = pages_[l][h].v_scale;
+  }
+  return out;
+}
+
+Status SequenceKv::AttachPrefix(std::span<const PrefixEntry* const> entries) {
+  if (entries.empty()) return Status::Ok();
+  if (n_tokens_ != 0 || !layout_ || !layout_->all_paged() || store_ == nullptr) {
+    return FailedPreconditionError("a cached prefix attaches only to an empty, fully paged sequence");
+  }
+  const int n = static_cast<int>(entries.size()) * kPage;
+  if (n > n_ctx_) return OutOfRangeError("the cached prefix is longer than the context");
+  for (int l = 0; l < n_layers_; ++l) {
+    for (int h = 0; h < n_kv_heads_; ++h) {
+      HeadPages& hp = pages_[l][h];
+      const size_t slot = static_cast<size_t>(l) * n_kv_heads_ + h;
+      for (const PrefixEntry* e : entries) {
+        const uint64_t id = e->pages[slot];
+        store_->Retain(id);
+        hp.full.push_back({id, store_->RamBytes(id)});
+      }
+      hp.v_scale = entries[0]->v_scale[slot];
+    }
+    layer_len_[l] = n;
+  }
+  for (size_t k = 0; k < entries.size(); ++k) SetPageHash(static_cast<int>(k), entries[k]->hash, entries[k]->parent);
+  n_tokens_ = n;
+  return Status::Ok();
 }
 
 void SequenceKv::RecordFault(const Status& status) const {
@@ -310,9 +396,15 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
   }
   h.tail_tokens = 0;
   HeadPages::Full full;
-  StatusOr<uint64_t> id =
-      store_ != nullptr ? store_->Store(f.cls, std::move(page), {owner_, layer, head, f.k, f.v})
-                        : StatusOr<uint64_t>(InternalError("no page store"));
+  PageInfo info{owner_, layer, head, f.k, f.v};
+  info.page_index = static_cast<uint32_t>(h.full.size());
+  if (info.page_index < page_hashes_.size()) {
+    info.prefix_hash = page_hashes_[info.page_index].first;
+    info.parent_hash = page_hashes_[info.page_index].second;
+  }
+  if (info.page_index == 0) info.v_scale = h.v_scale;
+  StatusOr<uint64_t> id = store_ != nullptr ? store_->Store(f.cls, std::move(page), std::move(info))
+                                            : StatusOr<uint64_t>(InternalError("no page store"));
   if (id.ok()) {
     full.id = *id;
     full.ram = store_->RamBytes(*id);

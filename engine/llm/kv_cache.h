@@ -17,11 +17,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "engine/kv/page_store.h"
+#include "engine/kv/prefix_cache.h"
 #include "engine/kv/precision.h"
 #include "engine/llm/hparams.h"
 #include "kernels/formats/codec.h"
@@ -79,6 +81,10 @@ class KvLayout {
   // Bits per value averaged over layers and K/V, norms and scales included (f32 = 32).
   double bits_per_value() const;
   std::string Describe() const;  // "k=tq4 v=tq4, f16 in layers 0-1 and 28-29"
+  // Identity of the per-head formats and classes (with the shapes): pages are interchangeable between two
+  // layouts with the same fingerprint.
+  uint64_t fingerprint() const;
+  bool all_paged() const;  // every layer stores pages (no plain f32 layer)
 
  private:
   std::vector<LayerKvFormat> layers_;
@@ -123,6 +129,19 @@ class SequenceKv {
   void Reset();
   // The request id its pages carry in the page store's events.
   void set_owner(std::string owner) { owner_ = std::move(owner); }
+
+  // Prefix cache (engine/kv/prefix_cache.h). The chain hash of page `page_index` (and its parent's), recorded
+  // with the page when it fills; set before the tokens that fill it are appended.
+  void SetPageHash(int page_index, uint64_t hash, uint64_t parent);
+  // Pages every paged (layer, KV head) has filled.
+  int full_pages() const;
+  // Page ids of page `page_index`: [n_layers * n_kv_heads]; 0 where a page is not in the store.
+  std::vector<uint64_t> PageIdsAt(int page_index) const;
+  // Each head's value channel scale, [n_layers * n_kv_heads][head_dim or empty].
+  std::vector<std::vector<float>> VScales() const;
+  // Starts an empty sequence with cached pages: entries[k] is page k; the sequence then holds
+  // 128 * entries.size() positions and its own reference on each page. The layout must be all_paged().
+  Status AttachPrefix(std::span<const PrefixEntry* const> entries);
   // Starts reading the cold pages of `layer` (prefetch ahead of attention). Engine thread, outside attention.
   void PrefetchLayer(int layer) const;
   // The first fault since the last Reset (OK when none): a cold page that could not be read back.
@@ -146,6 +165,7 @@ class SequenceKv {
   mutable Status fault_;
   uint64_t overflow_bytes_ = 0;
   std::string owner_;
+  std::vector<std::pair<uint64_t, uint64_t>> page_hashes_;  // [page index] -> (hash, parent hash)
   int n_ctx_;
   int n_layers_;
   int n_kv_heads_;

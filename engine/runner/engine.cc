@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 
 #include "engine/runner/text_stream.h"
 
@@ -64,6 +65,9 @@ struct Engine::Sequence {
   int n_computed = 0;           // tokens[0, n_computed) have their KV in the cache
   uint64_t order = 0;           // FCFS among equal priorities
   int recomputes = 0;           // after KV read faults
+  std::vector<uint64_t> hashes;  // prefix chain hash of each full page of tokens
+  int offered = 0;               // pages offered to the prefix cache
+  int cached_tokens = -1;        // prompt tokens whose KV came from the cache at first admission (-1: not yet)
   Clock::time_point submitted, admitted, first_token;
   bool done = false;
 };
@@ -80,8 +84,23 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   }
   TQ_ASSIGN_OR_RETURN(e->kv_layout_, KvLayout::Create(e->model_->hparams(), options.kv));
   spdlog::info("KV cache: {} ({:.2f} bits per value)", e->kv_layout_->Describe(), e->kv_layout_->bits_per_value());
-  TQ_ASSIGN_OR_RETURN(e->store_, KvPageStore::Open(options.kv_store, e->kv_layout_->class_page_bytes()));
+  // The fingerprint names the model (its shape and weights' size) and the KV layout: cached pages are valid only
+  // under the same one.
+  const HParams& hp = e->model_->hparams();
+  e->fingerprint_ = PrefixHash(e->kv_layout_->fingerprint(),
+                               std::vector<int32_t>{hp.n_layers, hp.n_embd, hp.n_heads, hp.n_kv_heads, hp.vocab_size,
+                                                    static_cast<int32_t>(e->model_->weight_bytes() >> 10)});
+  KvStoreOptions store_options = options.kv_store;
+  store_options.head_dim = static_cast<uint32_t>(std::max(hp.head_dim, 1));
+  const bool caching = options.prefix_cache_bytes > 0 && e->kv_layout_->all_paged();
+  store_options.fingerprint = caching ? e->fingerprint_ : 0;
+  TQ_ASSIGN_OR_RETURN(e->store_, KvPageStore::Open(store_options, e->kv_layout_->class_page_bytes()));
   spdlog::info("KV tiers: {}", e->store_->Describe());
+  if (caching) {
+    e->cache_ = std::make_unique<PrefixCache>(e->store_.get(), hp.n_layers, hp.n_kv_heads, options.prefix_cache_bytes,
+                                              options.prefix_pin_seconds);
+    e->cache_->Adopt(e->store_->TakeRecovered(), e->fingerprint_);
+  }
   e->stats_.kv_class_heads = e->kv_layout_->class_heads();
   e->stats_.kv_bits_per_value = e->kv_layout_->bits_per_value();
   e->pool_ = std::make_unique<ThreadPool>(options.threads);
@@ -97,6 +116,15 @@ Engine::~Engine() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // The prefix cache outlives the process through the cold tier: free the sequences, then move every page only
+  // the cache holds to disk and wait for the writes.
+  running_.clear();
+  waiting_.clear();
+  if (cache_ && store_->has_cold_tier()) {
+    const size_t moved = cache_->Demote(SIZE_MAX);
+    store_->FlushCold();
+    if (moved > 0) spdlog::info("prefix cache: {} pages moved to the cold tier for the next start", moved);
+  }
 }
 
 Status Engine::Submit(GenerateRequest request, EventSink sink) {
@@ -178,6 +206,7 @@ void Engine::Finish(Sequence& seq, FinishReason reason, Status error) {
   ev.error = std::move(error);
   ev.usage.prompt_tokens = seq.n_prompt;
   ev.usage.completion_tokens = static_cast<int>(seq.tokens.size()) - seq.n_prompt;
+  ev.usage.cached_prompt_tokens = std::max(seq.cached_tokens, 0);
   const bool started = seq.admitted != Clock::time_point{};
   const bool produced = seq.first_token != Clock::time_point{};
   ev.timings.queue_seconds = Seconds(seq.submitted, started ? seq.admitted : now);
@@ -214,6 +243,7 @@ void Engine::Admit() {
       Sequence& w = *waiting_.front();
       const std::array<uint64_t, 3> need = reserved + PagesForTokens(*kv_layout_, 0, w.prefill_end());
       if (!store_->Fits(need)) {
+        if (cache_ && cache_->EvictOne(Clock::now())) continue;  // cached prefixes go before requests wait
         if (!running_.empty()) break;  // wait for running sequences to finish
         rejected.push_back(std::move(waiting_.front()));  // alone and still too big: it can never run
         waiting_.pop_front();
@@ -223,6 +253,7 @@ void Engine::Admit() {
       if (w.admitted == Clock::time_point{}) w.admitted = Clock::now();
       running_.push_back(std::move(waiting_.front()));
       waiting_.pop_front();
+      ReusePrefix(*running_.back());
     }
   }
   for (auto& seq : rejected) {
@@ -230,6 +261,55 @@ void Engine::Admit() {
     Finish(*seq, FinishReason::kError,
            ResourceExhaustedError("the prompt's KV (" + std::to_string(need[0] + need[1] + need[2]) +
                                   " pages) does not fit the KV tier budgets (" + store_->Describe() + ")"));
+  }
+}
+
+void Engine::HashPages(Sequence& seq, int n_tokens) {
+  if (!cache_) return;
+  constexpr int kPage = kernels::kPageTokens;
+  const int pages = std::min(n_tokens, static_cast<int>(seq.tokens.size())) / kPage;
+  while (static_cast<int>(seq.hashes.size()) < pages) {
+    const size_t k = seq.hashes.size();
+    const uint64_t parent = k == 0 ? fingerprint_ : seq.hashes[k - 1];
+    seq.hashes.push_back(PrefixHash(parent, std::span<const int32_t>(seq.tokens).subspan(k * kPage, kPage)));
+    seq.kv.SetPageHash(static_cast<int>(k), seq.hashes[k], parent);
+  }
+}
+
+void Engine::ReusePrefix(Sequence& seq) {
+  if (!cache_ || seq.n_computed != 0) return;
+  constexpr int kPage = kernels::kPageTokens;
+  const int end = seq.prefill_end();
+  HashPages(seq, end);
+  // A fresh prompt keeps at least its last token to compute (its logits give the first output token).
+  const bool fresh = static_cast<int>(seq.tokens.size()) == seq.n_prompt;
+  const size_t usable = static_cast<size_t>(fresh ? (end - 1) / kPage : end / kPage);
+  const auto hashes = std::span<const uint64_t>(seq.hashes).first(std::min(usable, seq.hashes.size()));
+  const std::vector<const PrefixEntry*> hit = cache_->Lookup(hashes, Clock::now());
+  Status s = seq.kv.AttachPrefix(hit);
+  if (!s.ok()) {
+    spdlog::warn("request {}: cached prefix not used: {}", seq.req.id, s.ToString());
+    seq.kv.Reset();
+    return;
+  }
+  seq.n_computed = static_cast<int>(hit.size()) * kPage;
+  seq.offered = static_cast<int>(hit.size());
+  for (size_t k = 0; k < seq.hashes.size(); ++k) seq.kv.SetPageHash(static_cast<int>(k), seq.hashes[k], k ? seq.hashes[k - 1] : fingerprint_);
+  cache_->CountLookup(static_cast<uint64_t>(seq.n_computed));
+  if (seq.cached_tokens < 0) seq.cached_tokens = std::min(seq.n_computed, seq.n_prompt);
+}
+
+void Engine::OfferPages(Sequence& seq) {
+  if (!cache_) return;
+  const int full = seq.kv.full_pages();
+  const Clock::time_point now = Clock::now();
+  for (int k = seq.offered; k < full && k < static_cast<int>(seq.hashes.size()); ++k) {
+    const uint64_t parent = k == 0 ? fingerprint_ : seq.hashes[k - 1];
+    if (!cache_->Contains(seq.hashes[k])) {
+      cache_->Insert(seq.hashes[k], parent, static_cast<uint32_t>(k), seq.kv.PageIdsAt(k),
+                     k == 0 ? seq.kv.VScales() : std::vector<std::vector<float>>{}, now);
+    }
+    seq.offered = k + 1;
   }
 }
 
@@ -243,6 +323,7 @@ bool Engine::PreemptNewest() {
                seq->n_computed);
   seq->kv.Reset();
   seq->n_computed = 0;
+  seq->offered = 0;
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.preemptions_total;
   waiting_.push_front(std::move(seq));
@@ -311,9 +392,15 @@ bool Engine::Step() {
       pages = pages + PagesForTokens(*kv_layout_, seq->n_computed, chunk);
       budget -= chunk;
     }
-    if (store_->Fits(pages) || !PreemptNewest()) break;
+    if (store_->Fits(pages)) break;
+    if (cache_ && cache_->EvictOne(Clock::now())) continue;  // cached prefixes go before running sequences
+    if (!PreemptNewest()) break;
   }
   if (batch.empty()) return false;
+  // Chain hashes of the pages this batch fills, so each page records its prefix as it is stored.
+  for (auto& seq : running_) HashPages(*seq, seq->n_computed + static_cast<int>(std::count_if(
+                                                   batch.begin(), batch.end(),
+                                                   [&](const BatchToken& t) { return t.kv == &seq->kv; })));
 
   std::vector<float> logits;
   Status s = model_->Forward(batch, *pool_, &logits);
@@ -345,8 +432,13 @@ bool Engine::Step() {
         spdlog::warn("request {}: KV read fault, recomputing {} tokens: {}", seq->req.id, seq->n_computed,
                      fault.ToString());
       }
+      // The bad page may be shared through the prefix cache: drop what this sequence's prefix names.
+      if (cache_) {
+        for (uint64_t h : seq->hashes) cache_->Erase(h);
+      }
       seq->kv.Reset();
       seq->n_computed = 0;
+      seq->offered = 0;
     }
   }
   auto is_faulted = [&](const Sequence* q) { return std::find(faulted.begin(), faulted.end(), q) != faulted.end(); };
@@ -358,6 +450,9 @@ bool Engine::Step() {
         if (t.pos < seq->n_prompt) ++prompt_tokens;
       }
     }
+  }
+  for (auto& seq : running_) {
+    if (!is_faulted(seq.get()) && !seq->done) OfferPages(*seq);
   }
 
   const int V = model_->hparams().vocab_size;
@@ -406,6 +501,7 @@ bool Engine::Step() {
 }
 
 void Engine::Loop() {
+  size_t last_running = 0;  // a sequence finished when the running count drops: its cached pages may move
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -416,9 +512,14 @@ void Engine::Loop() {
     // Gauges after every step, whichever way it ended (a step that only cancelled still frees KV).
     uint64_t kv = 0;
     for (const auto& seq : running_) kv += seq->kv.bytes();
+    // Pages only the prefix cache still holds go to the cold tier (durable, out of RAM), a bounded number per step.
+    if (cache_ && running_.size() < last_running) cache_->Demote(1024);
+    last_running = running_.size();
     KvStoreStats kv_store = store_->Stats();
+    PrefixCacheStats prefix = cache_ ? cache_->stats() : PrefixCacheStats{};
     std::lock_guard<std::mutex> lock(mu_);
     stats_.kv_store = kv_store;
+    stats_.prefix_cache = prefix;
     stats_.running = static_cast<int>(running_.size());
     stats_.waiting = static_cast<int>(waiting_.size());
     stats_.kv_bytes = kv;

@@ -30,6 +30,8 @@ struct EngineOptions {
   int max_waiting = 1024;      // queued requests beyond which Submit() says resource_exhausted
   KvSpec kv;                   // KV formats per layer
   KvStoreOptions kv_store;     // tier budgets, cold directory, I/O backend
+  uint64_t prefix_cache_bytes = uint64_t{1} << 30;  // pages kept for reuse by later requests; 0 = off
+  double prefix_pin_seconds = 0;                    // a cached prefix used within this long is not evicted
 };
 
 struct EngineStats {
@@ -43,6 +45,7 @@ struct EngineStats {
   uint64_t recomputes_total = 0;   // sequences recomputed after a KV read fault
   uint64_t kv_faults_total = 0;    // KV read faults seen (each one recomputes or fails its sequence)
   KvStoreStats kv_store;           // tiers, classes, cold cache
+  PrefixCacheStats prefix_cache;
   std::array<int, 3> kv_class_heads{};  // (layer, KV head) pairs per precision class
   double kv_bits_per_value = 0;         // of the configured layout
 };
@@ -84,6 +87,12 @@ class Engine {
   // Sends the most recently admitted running sequence back to the queue, its KV dropped (recomputed when it
   // runs again). False when fewer than two sequences run.
   bool PreemptNewest();
+  // Prefix cache: extends the sequence's chain hashes to its first `n_tokens` tokens and tells its KV.
+  void HashPages(Sequence& seq, int n_tokens);
+  // Attaches the longest cached prefix to a sequence about to prefill from position 0.
+  void ReusePrefix(Sequence& seq);
+  // Offers the sequence's newly filled pages to the cache.
+  void OfferPages(Sequence& seq);
   void Finish(Sequence& seq, FinishReason reason, Status error = Status::Ok());
 
   EngineOptions options_;
@@ -92,6 +101,8 @@ class Engine {
   std::unique_ptr<ThreadPool> pool_;
   std::shared_ptr<const KvLayout> kv_layout_;
   std::unique_ptr<KvPageStore> store_;  // declared before the sequences, which return their pages to it
+  std::unique_ptr<PrefixCache> cache_;  // null when off; holds references on store_ pages
+  uint64_t fingerprint_ = 0;            // model + KV layout: seeds the prefix hash chains
   int ctx_size_ = 0;
 
   mutable std::mutex mu_;  // guards waiting_, aborts_, ids_, stop_, admitting_, stats_

@@ -37,7 +37,7 @@ class PageStoreTest : public ::testing::TestWithParam<std::string> {
     o.hot_bytes = hot * ((kHotPage + 63) / 64 * 64);
     o.warm_bytes = warm * ((kActivePage + 63) / 64 * 64);
     o.cold_dir = cold > 0 ? dir_.path() : "";
-    o.cold_bytes = cold * 16384;  // cold slots: header + 9 KiB payload, rounded to 4 KiB = 12 KiB (<= 16 KiB)
+    o.cold_bytes = cold * ColdSlotBytes();
     o.cold_cache_bytes = cache_bytes;
     o.io_backend = GetParam();
     o.io_depth = 8;
@@ -49,6 +49,16 @@ class PageStoreTest : public ::testing::TestWithParam<std::string> {
     auto s = KvPageStore::Open(o, {kHotPage, kActivePage, kSparsePage});
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  // A cold slot holds the largest page of any class behind its record, rounded up to 4 KiB: ask a probe store.
+  static uint64_t ColdSlotBytes() {
+    storage::testing::TempDir probe_dir;
+    KvStoreOptions o;
+    o.cold_dir = probe_dir.path();
+    auto s = KvPageStore::Open(o, {kHotPage, kActivePage, kSparsePage});
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? (*s)->Stats().tiers[2].slot_bytes : 0;
   }
 
   static std::vector<uint8_t> Read(const KvPageStore& s, uint64_t id, size_t n) {

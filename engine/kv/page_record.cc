@@ -1,0 +1,73 @@
+#include "engine/kv/page_record.h"
+
+#include <cstring>
+
+namespace tq::engine {
+namespace {
+
+template <typename T>
+void Put(std::span<uint8_t> out, size_t at, T value) {
+  std::memcpy(out.data() + at, &value, sizeof value);
+}
+
+template <typename T>
+T Get(std::span<const uint8_t> in, size_t at) {
+  T value;
+  std::memcpy(&value, in.data() + at, sizeof value);
+  return value;
+}
+
+}  // namespace
+
+uint32_t RecordBytes(uint32_t v_scale_count) { return (kRecordHeaderBytes + 4 * v_scale_count + 15) / 16 * 16; }
+
+void EncodeRecord(const PageRecord& r, std::span<uint8_t> out) {
+  const uint32_t n = static_cast<uint32_t>(r.v_scale.size());
+  const uint32_t bytes = RecordBytes(n);
+  std::memset(out.data(), 0, bytes);
+  Put<uint32_t>(out, 0, kRecordMagic);
+  Put<uint16_t>(out, 4, kRecordVersion);
+  Put<uint16_t>(out, 6, static_cast<uint16_t>(bytes));
+  Put<uint64_t>(out, 8, r.layout_fingerprint);
+  Put<uint64_t>(out, 16, r.prefix_hash);
+  Put<uint32_t>(out, 24, r.page_index);
+  Put<uint16_t>(out, 28, static_cast<uint16_t>(r.layer));
+  Put<uint16_t>(out, 30, static_cast<uint16_t>(r.kv_head));
+  Put<uint8_t>(out, 32, static_cast<uint8_t>(r.cls));
+  Put<uint8_t>(out, 33, static_cast<uint8_t>(r.k));
+  Put<uint8_t>(out, 34, static_cast<uint8_t>(r.v));
+  Put<uint32_t>(out, 36, n);
+  Put<uint64_t>(out, 40, r.parent_hash);
+  if (n > 0) std::memcpy(out.data() + kRecordHeaderBytes, r.v_scale.data(), 4 * n);
+}
+
+StatusOr<PageRecord> DecodeRecord(std::span<const uint8_t> in, uint32_t* record_bytes) {
+  if (in.size() < kRecordHeaderBytes || Get<uint32_t>(in, 0) != kRecordMagic) {
+    return DataLossError("KV page record: bad magic");
+  }
+  if (Get<uint16_t>(in, 4) != kRecordVersion) {
+    return DataLossError("KV page record: version " + std::to_string(Get<uint16_t>(in, 4)) + " is not " +
+                         std::to_string(kRecordVersion));
+  }
+  const uint32_t n = Get<uint32_t>(in, 36);
+  const uint32_t bytes = Get<uint16_t>(in, 6);
+  if (n > 4096 || bytes != RecordBytes(n) || bytes > in.size()) return DataLossError("KV page record: bad length");
+  const uint8_t cls = Get<uint8_t>(in, 32);
+  if (cls > 2) return DataLossError("KV page record: bad class");
+  PageRecord r;
+  r.layout_fingerprint = Get<uint64_t>(in, 8);
+  r.prefix_hash = Get<uint64_t>(in, 16);
+  r.page_index = Get<uint32_t>(in, 24);
+  r.parent_hash = Get<uint64_t>(in, 40);
+  r.layer = Get<uint16_t>(in, 28);
+  r.kv_head = Get<uint16_t>(in, 30);
+  r.cls = static_cast<PrecisionClass>(cls);
+  r.k = static_cast<kernels::KvFormat>(Get<uint8_t>(in, 33));
+  r.v = static_cast<kernels::KvFormat>(Get<uint8_t>(in, 34));
+  r.v_scale.resize(n);
+  if (n > 0) std::memcpy(r.v_scale.data(), in.data() + kRecordHeaderBytes, 4 * n);
+  *record_bytes = bytes;
+  return r;
+}
+
+}  // namespace tq::engine

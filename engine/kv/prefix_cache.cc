@@ -1,0 +1,207 @@
+#include "engine/kv/prefix_cache.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+
+namespace tq::engine {
+
+uint64_t PrefixHash(uint64_t parent, std::span<const int32_t> page_tokens) {
+  uint64_t h = 0xcbf29ce484222325ull ^ parent;  // FNV-1a over the parent and the token ids
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  };
+  mix(parent);
+  for (int32_t t : page_tokens) mix(static_cast<uint32_t>(t));
+  // A final avalanche (splitmix64) so nearby prefixes spread; never 0 (0 means "no hash").
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 31;
+  return h == 0 ? 1 : h;
+}
+
+PrefixCache::PrefixCache(KvPageStore* store, int n_layers, int n_kv_heads, uint64_t budget_bytes, double pin_seconds)
+    : store_(store), n_layers_(n_layers), n_kv_heads_(n_kv_heads), budget_(budget_bytes), pin_seconds_(pin_seconds) {}
+
+// The entries' references are not released: the store goes down right after (RAM pages with it) and cold pages
+// must stay on disk for the next start.
+PrefixCache::~PrefixCache() = default;
+
+std::vector<const PrefixEntry*> PrefixCache::Lookup(std::span<const uint64_t> hashes, Clock::time_point now) {
+  std::vector<const PrefixEntry*> out;
+  for (uint64_t h : hashes) {
+    auto it = entries_.find(h);
+    if (it == entries_.end()) break;
+    it->second.last_used = now;
+    out.push_back(&it->second);
+  }
+  return out;
+}
+
+void PrefixCache::CountLookup(uint64_t tokens_reused) {
+  ++stats_.lookups;
+  if (tokens_reused > 0) {
+    ++stats_.hits;
+    stats_.hit_tokens += tokens_reused;
+  }
+}
+
+void PrefixCache::Insert(uint64_t hash, uint64_t parent, uint32_t page_index, std::vector<uint64_t> pages,
+                         std::vector<std::vector<float>> v_scale, Clock::time_point now) {
+  if (budget_ == 0 || hash == 0 || entries_.count(hash) != 0) return;
+  if (page_index > 0 && entries_.count(parent) == 0) return;  // only whole chains are reachable
+  if (std::find(pages.begin(), pages.end(), uint64_t{0}) != pages.end()) return;
+  PrefixEntry e;
+  e.hash = hash;
+  e.parent = parent;
+  e.page_index = page_index;
+  for (uint64_t id : pages) {
+    store_->Retain(id);
+    e.bytes += store_->PageLength(id);
+  }
+  e.pages = std::move(pages);
+  e.v_scale = std::move(v_scale);
+  e.last_used = now;
+  if (page_index > 0) ++entries_.at(parent).children;
+  stats_.bytes += e.bytes;
+  entries_.emplace(hash, std::move(e));
+  Trim(now);
+}
+
+void PrefixCache::Drop(std::unordered_map<uint64_t, PrefixEntry>::iterator it) {
+  PrefixEntry& e = it->second;
+  for (uint64_t id : e.pages) store_->Release(id);
+  stats_.bytes -= e.bytes;
+  if (e.page_index > 0) {
+    auto parent = entries_.find(e.parent);
+    if (parent != entries_.end()) --parent->second.children;
+  }
+  entries_.erase(it);
+}
+
+void PrefixCache::Erase(uint64_t hash) {
+  // Children first (they name this entry as parent), depth first.
+  std::vector<uint64_t> stack = {hash}, order;
+  while (!stack.empty()) {
+    const uint64_t h = stack.back();
+    stack.pop_back();
+    if (entries_.count(h) == 0) continue;
+    order.push_back(h);
+    for (const auto& [k, e] : entries_) {
+      if (e.page_index > 0 && e.parent == h) stack.push_back(k);
+    }
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    auto e = entries_.find(*it);
+    if (e != entries_.end()) Drop(e);
+  }
+}
+
+bool PrefixCache::EvictOne(Clock::time_point now) {
+  auto victim = entries_.end();
+  const auto pin = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(pin_seconds_));
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    const PrefixEntry& e = it->second;
+    if (e.children > 0 || now - e.last_used < pin) continue;
+    if (victim == entries_.end() || e.last_used < victim->second.last_used) victim = it;
+  }
+  if (victim == entries_.end()) return false;
+  Drop(victim);
+  ++stats_.evictions;
+  return true;
+}
+
+void PrefixCache::Trim(Clock::time_point now) {
+  while (stats_.bytes > budget_ && EvictOne(now)) {
+  }
+}
+
+size_t PrefixCache::Demote(size_t max_pages) {
+  if (!store_->has_cold_tier()) return 0;
+  size_t moved = 0;
+  for (auto& [hash, e] : entries_) {
+    for (uint64_t id : e.pages) {
+      if (moved >= max_pages) return moved;
+      if (store_->refs(id) == 1 && store_->RamBytes(id) != nullptr && store_->MoveToCold(id)) ++moved;
+    }
+  }
+  return moved;
+}
+
+void PrefixCache::Adopt(std::vector<RecoveredPage> pages, uint64_t fingerprint) {
+  const size_t heads = static_cast<size_t>(n_layers_) * n_kv_heads_;
+  struct Group {
+    uint64_t parent = 0;
+    uint32_t page_index = 0;
+    std::vector<uint64_t> pages;
+    std::vector<std::vector<float>> v_scale;
+  };
+  std::map<uint64_t, Group> groups;
+  std::vector<uint64_t> unused;
+  for (RecoveredPage& p : pages) {
+    const PageInfo& info = p.info;
+    if (info.layer < 0 || info.layer >= n_layers_ || info.kv_head < 0 || info.kv_head >= n_kv_heads_) {
+      unused.push_back(p.id);
+      continue;
+    }
+    Group& g = groups[info.prefix_hash];
+    if (g.pages.empty()) {
+      g.pages.assign(heads, 0);
+      g.v_scale.assign(heads, {});
+      g.parent = info.parent_hash;
+      g.page_index = info.page_index;
+    }
+    const size_t slot = static_cast<size_t>(info.layer) * n_kv_heads_ + info.kv_head;
+    if (g.pages[slot] != 0 || g.page_index != info.page_index || g.parent != info.parent_hash) {
+      unused.push_back(p.id);  // a duplicate (an unfinished sequence's copy) or inconsistent: not trusted
+      continue;
+    }
+    g.pages[slot] = p.id;
+    g.v_scale[slot] = std::move(p.info.v_scale);
+  }
+  // Complete groups become entries, in page order so that each finds its parent.
+  std::vector<std::pair<uint32_t, uint64_t>> order;
+  for (auto& [hash, g] : groups) {
+    const bool complete = std::find(g.pages.begin(), g.pages.end(), uint64_t{0}) == g.pages.end();
+    if (!complete) {
+      for (uint64_t id : g.pages) {
+        if (id != 0) unused.push_back(id);
+      }
+      continue;
+    }
+    order.push_back({g.page_index, hash});
+  }
+  std::sort(order.begin(), order.end());
+  const Clock::time_point now = Clock::now();
+  for (const auto& [index, hash] : order) {
+    Group& g = groups[hash];
+    const bool rooted = index == 0 ? g.parent == fingerprint : entries_.count(g.parent) != 0;
+    if (!rooted) {
+      unused.insert(unused.end(), g.pages.begin(), g.pages.end());
+      continue;
+    }
+    // The recovered reference becomes the entry's: Insert retains, so drop the recovery's own afterwards.
+    Insert(hash, g.parent, index, g.pages, std::move(g.v_scale), now);
+    if (entries_.count(hash) != 0) ++stats_.recovered_entries;
+    for (uint64_t id : g.pages) store_->Release(id);
+  }
+  for (uint64_t id : unused) store_->Release(id);
+  if (!pages.empty()) {
+    spdlog::info("prefix cache: {} entries ({} pages) recovered from the cold tier, {} pages released",
+                 stats_.recovered_entries, stats_.recovered_entries * heads, unused.size());
+  }
+}
+
+PrefixCacheStats PrefixCache::stats() const {
+  PrefixCacheStats s = stats_;
+  s.entries = entries_.size();
+  return s;
+}
+
+}  // namespace tq::engine

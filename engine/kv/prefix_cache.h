@@ -1,0 +1,92 @@
+// The prefix cache: full KV pages named by the tokens before and in them, reused by the next request with the
+// same prefix, and kept in the cold tier across restarts.
+//
+// Names: page k of a sequence (tokens [128k, 128k + 128)) has the chain hash h_k = PrefixHash(h_{k-1}, tokens of
+// page k), h_{-1} = the model and layout fingerprint. Equal hashes mean equal tokens from position 0 through the
+// page's end (64-bit FNV-1a chain, mixed; a collision is astronomically unlikely and would need equal fingerprints).
+// An entry is one page index of one prefix: the page ids of every paged (layer, KV head), plus each head's value
+// channel scale for page 0. A lookup walks h_0, h_1, ... and stops at the first missing entry.
+//
+// Ownership: an entry holds one reference on each of its pages (KvPageStore::Retain), a sequence using them holds
+// its own. Budget: entries' page bytes <= budget_bytes, least recently used leaf entries (no longer entry extends
+// them) evicted first; an entry used within `pin_seconds` is pinned and never evicted. Pages of entries no sequence
+// uses move to the cold tier (durable) when there is one; at start-up, recovered cold pages whose entries are
+// complete (every head present) become entries again, the rest are released.
+//
+// Threading: the engine thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/kv/page_store.h"
+
+namespace tq::engine {
+
+uint64_t PrefixHash(uint64_t parent, std::span<const int32_t> page_tokens);
+
+struct PrefixEntry {
+  uint64_t hash = 0;
+  uint64_t parent = 0;  // hash of the previous page (the fingerprint for page 0)
+  uint32_t page_index = 0;
+  std::vector<uint64_t> pages;                // [n_layers * n_kv_heads], 0 where a layer is not paged
+  std::vector<std::vector<float>> v_scale;    // page 0: [n_layers * n_kv_heads][head_dim or empty]
+  uint64_t bytes = 0;                         // the pages' bytes
+  int children = 0;                           // entries whose parent this is
+  std::chrono::steady_clock::time_point last_used;
+};
+
+struct PrefixCacheStats {
+  uint64_t entries = 0;
+  uint64_t bytes = 0;
+  uint64_t lookups = 0;
+  uint64_t hits = 0;           // lookups that reused at least one page
+  uint64_t hit_tokens = 0;     // prompt tokens whose KV came from the cache
+  uint64_t evictions = 0;
+  uint64_t recovered_entries = 0;
+};
+
+class PrefixCache {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  PrefixCache(KvPageStore* store, int n_layers, int n_kv_heads, uint64_t budget_bytes, double pin_seconds);
+  ~PrefixCache();  // keeps its pages: cold ones stay on disk for the next start (the store must close next)
+
+  // The longest run of entries along `hashes` (h_0, h_1, ...); marks them used.
+  std::vector<const PrefixEntry*> Lookup(std::span<const uint64_t> hashes, Clock::time_point now);
+  // Counts a lookup's outcome (the engine decides how many of the pages it uses).
+  void CountLookup(uint64_t tokens_reused);
+  // Adds page `page_index` of a prefix unless it is there; takes a reference on its pages. Pages with id 0 (not in
+  // the store) make the entry unusable: nothing is added.
+  void Insert(uint64_t hash, uint64_t parent, uint32_t page_index, std::vector<uint64_t> pages,
+              std::vector<std::vector<float>> v_scale, Clock::time_point now);
+  bool Contains(uint64_t hash) const { return entries_.count(hash) != 0; }
+  // Drops an entry and everything that extends it (e.g. its pages failed to read back).
+  void Erase(uint64_t hash);
+  // Evicts the least recently used unpinned leaf entry; false when none can go.
+  bool EvictOne(Clock::time_point now);
+  // Evicts until within the budget.
+  void Trim(Clock::time_point now);
+  // Moves the RAM pages that only the cache still uses to the cold tier. Returns how many moved.
+  size_t Demote(size_t max_pages);
+  // Turns pages recovered from the cold tier into entries; incomplete ones are released.
+  void Adopt(std::vector<RecoveredPage> pages, uint64_t fingerprint);
+
+  PrefixCacheStats stats() const;
+
+ private:
+  void Drop(std::unordered_map<uint64_t, PrefixEntry>::iterator it);
+
+  KvPageStore* store_;
+  int n_layers_, n_kv_heads_;
+  uint64_t budget_;
+  double pin_seconds_;
+  std::unordered_map<uint64_t, PrefixEntry> entries_;
+  PrefixCacheStats stats_;
+};
+
+}  // namespace tq::engine
