@@ -68,6 +68,9 @@ struct KvConfig {
   bool direct_io = true;
   int64_t prefix_cache_bytes = int64_t{1} << 30;  // 0 = no prefix cache
   double prefix_pin_s = 0;
+  bool adapt = false;       // online adaptation of precision classes
+  int adapt_window = 100;   // steps
+  int adapt_every = 100;    // steps between decisions
 };
 
 struct Config {

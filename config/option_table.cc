@@ -142,6 +142,13 @@ std::vector<Option> BuildOptionTable(Config* c) {
   Add(&t, "kv.prefix_pin_s", "kv-prefix-pin",
       "Seconds a cached prefix stays pinned (not evicted) after its last use",
       DoubleField(&c->kv.prefix_pin_s, 0.0, 0.0, 1e7));
+  Add(&t, "kv.adapt", "kv-adapt",
+      "Move heads between ACTIVE and SPARSE as their attention changes (ranked presets; docs/kv.md)",
+      BoolField(&c->kv.adapt, false));
+  Add(&t, "kv.adapt_window", "kv-adapt-window", "Engine steps of attention statistics online adaptation ranks by",
+      IntField(&c->kv.adapt_window, 100, 1, 1 << 20));
+  Add(&t, "kv.adapt_every", "kv-adapt-every", "Engine steps between online adaptation decisions",
+      IntField(&c->kv.adapt_every, 100, 1, 1 << 20));
   return t;
 }
 

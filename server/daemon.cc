@@ -113,6 +113,9 @@ int RunDaemon(const config::Config& cfg) {
   eo.kv_store.direct_io = cfg.kv.direct_io;
   eo.prefix_cache_bytes = static_cast<uint64_t>(cfg.kv.prefix_cache_bytes);
   eo.prefix_pin_seconds = cfg.kv.prefix_pin_s;
+  eo.kv_adapt = cfg.kv.adapt;
+  eo.adapt.window = cfg.kv.adapt_window;
+  eo.adapt.every = cfg.kv.adapt_every;
   // The HTTP listener starts before the model loads, so probes answer during the load: /health 200, /ready and
   // everything else 503 until the router is installed. `router` outlives `http` (declared first).
   std::unique_ptr<Metrics> metrics;

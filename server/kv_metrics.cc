@@ -139,6 +139,8 @@ std::vector<MetricFamily> KvMetricFamilies(const engine::EngineStats& st) {
          MetricType::Counter, static_cast<double>(pc.hit_tokens));
   single("tqserve_kv_prefix_cache_evictions_total", "Cached prefix entries evicted (budget or tier pressure)",
          MetricType::Counter, static_cast<double>(pc.evictions));
+  single("tqserve_kv_class_changes_total", "Heads moved between ACTIVE and SPARSE by online adaptation",
+         MetricType::Counter, static_cast<double>(st.class_changes_total));
   single("tqserve_preemptions_total", "Sequences sent back to the queue to free KV (recomputed later)",
          MetricType::Counter, static_cast<double>(st.preemptions_total));
   single("tqserve_kv_read_faults_total", "KV pages that could not be read back (I/O error, checksum)",

@@ -208,6 +208,11 @@ void KvPageStore::Retain(uint64_t id) {
   if (it != pages_.end()) ++it->second.refs;
 }
 
+const PageInfo* KvPageStore::Info(uint64_t id) const {
+  auto it = pages_.find(id);
+  return it == pages_.end() ? nullptr : &it->second.info;
+}
+
 uint32_t KvPageStore::PageLength(uint64_t id) const {
   auto it = pages_.find(id);
   return it == pages_.end() ? 0 : it->second.length;

@@ -138,6 +138,7 @@ class KvPageStore {
   void Release(uint64_t id);
   uint32_t refs(uint64_t id) const;
   uint32_t PageLength(uint64_t id) const;  // page bytes (K + V); 0 when absent
+  const PageInfo* Info(uint64_t id) const;  // null when absent
   // Moves a RAM page to the cold tier (durable, frees RAM). False when there is no cold tier or no room.
   bool MoveToCold(uint64_t id);
   // Pages recovered from the cold tier at Open (each holds one reference, which the taker owns); once.

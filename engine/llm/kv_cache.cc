@@ -1,4 +1,5 @@
 #include "engine/llm/kv_cache.h"
+#include "engine/llm/kv_cache_pages.h"
 
 #include <algorithm>
 #include <cmath>
@@ -81,6 +82,8 @@ StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, co
     TQ_ASSIGN_OR_RETURN(HeadKvFormat hot, ParseClassFormat(spec.hot_format, d, PrecisionClass::kHot));
     TQ_ASSIGN_OR_RETURN(HeadKvFormat active, ParseClassFormat(spec.active_format, d, PrecisionClass::kActive));
     TQ_ASSIGN_OR_RETURN(HeadKvFormat sparse, ParseClassFormat(spec.sparse_format, d, PrecisionClass::kSparse));
+    layout->class_formats_ = {hot, active, sparse};
+    layout->ranked_ = true;
     const std::vector<PrecisionClass> classes = AssignClasses(profile, preset);
     for (size_t i = 0; i < heads.size(); ++i) {
       heads[i] = classes[i] == PrecisionClass::kHot ? hot : (classes[i] == PrecisionClass::kActive ? active : sparse);
@@ -104,8 +107,12 @@ StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, co
     layout->description_ += ", f16 in layers 0-" + std::to_string(spec.boundary_layers - 1) + " and " +
                             std::to_string(L - spec.boundary_layers) + "-" + std::to_string(L - 1);
   }
-  for (const LayerKvFormat& f : layout->layers_) {
-    for (const HeadKvFormat& h : f.heads) {
+  std::vector<HeadKvFormat> in_use = layout->ranked_ ? std::vector<HeadKvFormat>(layout->class_formats_.begin(),
+                                                                                  layout->class_formats_.end())
+                                                    : std::vector<HeadKvFormat>{};
+  for (const LayerKvFormat& f : layout->layers_) in_use.insert(in_use.end(), f.heads.begin(), f.heads.end());
+  {
+    for (const HeadKvFormat& h : in_use) {
       for (KvFormat fmt : {h.k, h.v, KvFormat::kF16}) {
         if (layout->codecs_.count(fmt)) continue;
         TQ_ASSIGN_OR_RETURN(auto codec, kernels::KvCodec::Create(fmt, d));
@@ -163,6 +170,31 @@ uint64_t KvLayout::fingerprint() const {
   return h;
 }
 
+bool KvLayout::adaptable() const {
+  return ranked_ && all_paged() && class_formats_[1].v != KvFormat::kF16 && class_formats_[2].v != KvFormat::kF16;
+}
+
+std::vector<PrecisionClass> KvLayout::classes() const {
+  std::vector<PrecisionClass> out;
+  for (const LayerKvFormat& f : layers_) {
+    for (const HeadKvFormat& h : f.heads) out.push_back(h.cls);
+  }
+  return out;
+}
+
+std::shared_ptr<const KvLayout> KvLayout::WithClasses(const std::vector<PrecisionClass>& classes) const {
+  auto out = std::make_shared<KvLayout>(*this);
+  for (int l = 0; l < n_layers(); ++l) {
+    const bool edge = l < spec_.boundary_layers || l >= n_layers() - spec_.boundary_layers;
+    if (edge) continue;
+    for (int h = 0; h < n_kv_heads_; ++h) {
+      const PrecisionClass c = classes[static_cast<size_t>(l) * n_kv_heads_ + h];
+      out->layers_[l].heads[h] = class_formats_[static_cast<int>(c)];
+    }
+  }
+  return out;
+}
+
 bool KvLayout::all_paged() const {
   for (const LayerKvFormat& f : layers_) {
     if (f.plain) return false;
@@ -213,21 +245,6 @@ std::string KvLayout::Describe() const {
   return description_ + " [heads hot " + std::to_string(c[0]) + ", active " + std::to_string(c[1]) + ", sparse " +
          std::to_string(c[2]) + "]";
 }
-
-// Full pages live in the page store (K bytes then V bytes); the tail page is f16 (read by attention) with an f32
-// copy of its rows (the source when the page fills and is encoded).
-struct SequenceKv::HeadPages {
-  struct Full {
-    uint64_t id = 0;              // in the store; 0 = overflow (the sequence's own memory)
-    const uint8_t* ram = nullptr;  // the bytes when in RAM (a RAM tier or overflow); null = cold, Pin it
-  };
-  std::vector<Full> full;
-  std::vector<uint8_t> k_tail, v_tail;  // f16 pages
-  std::vector<float> k_stage, v_stage;  // [kPage][head_dim]
-  std::vector<float> v_scale;           // [head_dim] per-channel value scales once set (compressed V only)
-  std::deque<std::vector<uint8_t>> overflow;  // pages no tier had room for
-  int tail_tokens = 0;
-};
 
 SequenceKv::SequenceKv(std::shared_ptr<const KvLayout> layout, int n_ctx, KvPageStore* store)
     : layout_(std::move(layout)),
@@ -330,8 +347,10 @@ Status SequenceKv::AttachPrefix(std::span<const PrefixEntry* const> entries) {
       const size_t slot = static_cast<size_t>(l) * n_kv_heads_ + h;
       for (const PrefixEntry* e : entries) {
         const uint64_t id = e->pages[slot];
+        const PageInfo* info = store_->Info(id);
+        if (info == nullptr) return InternalError("cached KV page " + std::to_string(id) + " is not in the store");
         store_->Retain(id);
-        hp.full.push_back({id, store_->RamBytes(id)});
+        hp.full.push_back({id, store_->RamBytes(id), info->k, info->v});
       }
       hp.v_scale = entries[0]->v_scale[slot];
     }
@@ -396,6 +415,8 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
   }
   h.tail_tokens = 0;
   HeadPages::Full full;
+  full.k = f.k;
+  full.v = f.v;
   PageInfo info{owner_, layer, head, f.k, f.v};
   info.page_index = static_cast<uint32_t>(h.full.size());
   if (info.page_index < page_hashes_.size()) {
@@ -520,8 +541,6 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
     return Status::Ok();
   }
   const HeadPages& hp = pages_[layer][kv_head];
-  const HeadKvFormat& f = layout_->head(layer, kv_head);
-  const size_t k_bytes = kernels::PageBytes(f.k, d).value();
   std::vector<kernels::KvPageRef> refs;
   refs.reserve(hp.full.size() + 1);
   thread_local std::vector<PageBytes> holds;  // cold pages stay alive until the kernel is done
@@ -540,7 +559,7 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
       data = pin->data;
       if (pin->hold) holds.push_back(std::move(pin->hold));
     }
-    refs.push_back({data, data + k_bytes, f.k, f.v, kPage});
+    refs.push_back({data, data + kernels::PageBytes(page.k, d).value(), page.k, page.v, kPage});
   }
   if (hp.tail_tokens > 0) {
     refs.push_back({hp.k_tail.data(), hp.v_tail.data(), KvFormat::kF16, KvFormat::kF16, hp.tail_tokens});
@@ -555,6 +574,7 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
   }
   if (scored) *scored += stats.scored;
   if (skipped) *skipped += stats.skipped;
+  if (activity_ != nullptr) activity_->Add(layer, kv_head, stats.scored, stats.skipped);
   return Status::Ok();
 }
 
@@ -565,8 +585,9 @@ std::array<uint64_t, 3> SequenceKv::bytes_by_class() const {
     for (size_t h = 0; h < pages_[l].size(); ++h) {
       const HeadPages& hp = pages_[l][h];
       const HeadKvFormat& f = layout_->head(static_cast<int>(l), static_cast<int>(h));
-      const uint64_t page = kernels::PageBytes(f.k, head_dim_).value() + kernels::PageBytes(f.v, head_dim_).value();
-      out[static_cast<int>(f.cls)] += page * hp.full.size();
+      for (const HeadPages::Full& p : hp.full) {
+        out[static_cast<int>(f.cls)] += kernels::PageBytes(p.k, head_dim_).value() + kernels::PageBytes(p.v, head_dim_).value();
+      }
       out[0] += hp.k_tail.size() + hp.v_tail.size();
     }
   }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/kv/adaptation.h"
 #include "engine/kv/page_store.h"
 #include "engine/kv/prefix_cache.h"
 #include "engine/kv/precision.h"
@@ -86,9 +87,18 @@ class KvLayout {
   uint64_t fingerprint() const;
   bool all_paged() const;  // every layer stores pages (no plain f32 layer)
 
+  // Online adaptation (engine/kv/adaptation.h): whether heads may move between ACTIVE and SPARSE (a ranked
+  // preset whose ACTIVE and SPARSE values are both compressed, so both keep the per-channel V scale), and a copy
+  // with new classes ([n_layers * n_kv_heads]; the boundary layers stay f16).
+  bool adaptable() const;
+  std::shared_ptr<const KvLayout> WithClasses(const std::vector<PrecisionClass>& classes) const;
+  std::vector<PrecisionClass> classes() const;  // [n_layers * n_kv_heads]
+
  private:
   std::vector<LayerKvFormat> layers_;
-  std::map<kernels::KvFormat, std::unique_ptr<kernels::KvCodec>> codecs_;
+  std::map<kernels::KvFormat, std::shared_ptr<const kernels::KvCodec>> codecs_;
+  std::array<HeadKvFormat, 3> class_formats_{};  // ranked presets: the formats of each class
+  bool ranked_ = false;                          // a ranked preset (code, longdoc, chat, auto)
   int n_kv_heads_ = 0;
   int head_dim_ = 0;
   KvSpec spec_;
@@ -139,6 +149,14 @@ class SequenceKv {
   std::vector<uint64_t> PageIdsAt(int page_index) const;
   // Each head's value channel scale, [n_layers * n_kv_heads][head_dim or empty].
   std::vector<std::vector<float>> VScales() const;
+  // Online adaptation: the layout whose formats the next full pages take (same shapes), and re-encoding of the
+  // full pages of one head down to its current formats (pages with fewer bits stay as they are). Engine thread,
+  // outside attention.
+  void SetLayout(std::shared_ptr<const KvLayout> layout) { layout_ = std::move(layout); }
+  Status Demote(int layer, int kv_head);
+  // Attention reports each (layer, KV head)'s scored and skipped (query, token) pairs here; null to stop.
+  void set_activity(HeadActivity* activity) { activity_ = activity; }
+
   // Starts an empty sequence with cached pages: entries[k] is page k; the sequence then holds
   // 128 * entries.size() positions and its own reference on each page. The layout must be all_paged().
   Status AttachPrefix(std::span<const PrefixEntry* const> entries);
@@ -161,6 +179,7 @@ class SequenceKv {
   std::shared_ptr<const KvLayout> layout_;  // null: plain f32
   KvPageStore* store_ = nullptr;
   ConcentrationStats* stats_ = nullptr;
+  HeadActivity* activity_ = nullptr;
   mutable std::mutex fault_mu_;
   mutable Status fault_;
   uint64_t overflow_bytes_ = 0;

@@ -96,6 +96,17 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   store_options.fingerprint = caching ? e->fingerprint_ : 0;
   TQ_ASSIGN_OR_RETURN(e->store_, KvPageStore::Open(store_options, e->kv_layout_->class_page_bytes()));
   spdlog::info("KV tiers: {}", e->store_->Describe());
+  if (options.kv_adapt) {
+    if (e->kv_layout_->adaptable()) {
+      e->activity_ = std::make_unique<HeadActivity>(hp.n_layers, hp.n_kv_heads);
+      e->adapter_ = std::make_unique<OnlineAdapter>(hp.n_layers, hp.n_kv_heads, e->kv_layout_->classes(), options.adapt);
+      spdlog::info("KV online adaptation: window {} steps, a decision every {} steps", options.adapt.window,
+                   options.adapt.every);
+    } else {
+      spdlog::warn("KV online adaptation is off: it needs a ranked preset (code, longdoc, chat, auto) whose ACTIVE "
+                   "and SPARSE values are compressed");
+    }
+  }
   if (caching) {
     e->cache_ = std::make_unique<PrefixCache>(e->store_.get(), hp.n_layers, hp.n_kv_heads, options.prefix_cache_bytes,
                                               options.prefix_pin_seconds);
@@ -144,7 +155,8 @@ Status Engine::Submit(GenerateRequest request, EventSink sink) {
   if (request.top_logprobs < 0 || request.top_logprobs > 20) {
     return InvalidArgumentError("top_logprobs must be in [0, 20]");
   }
-  auto seq = std::make_unique<Sequence>(std::move(request), std::move(sink), kv_layout_, ctx_size_, store_.get());
+  auto seq = std::make_unique<Sequence>(std::move(request), std::move(sink), kv_layout(), ctx_size_, store_.get());
+  seq->kv.set_activity(activity_.get());
   seq->tokens = seq->req.prompt;
   seq->n_prompt = static_cast<int>(seq->tokens.size());
   seq->submitted = Clock::now();
@@ -188,6 +200,41 @@ void Engine::CancelAll() {
     cancel_all_ = true;
   }
   cv_.notify_all();
+}
+
+std::shared_ptr<const KvLayout> Engine::kv_layout() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kv_layout_;
+}
+
+void Engine::Adapt() {
+  if (!adapter_) return;
+  std::vector<int64_t> scored, skipped;
+  activity_->Take(&scored, &skipped);
+  adapter_->EndStep(scored, skipped);
+  const std::vector<ClassChange> changes = adapter_->Decide();
+  if (changes.empty()) return;
+  std::shared_ptr<const KvLayout> layout = kv_layout_->WithClasses(adapter_->classes());
+  for (const ClassChange& c : changes) {
+    spdlog::info("KV online adaptation: layer {} head {}: {} -> {}", c.layer, c.kv_head, PrecisionClassName(c.from),
+                 PrecisionClassName(c.to));
+  }
+  // New pages take the new formats; pages of heads that lost bits are re-encoded now (promotions cannot restore
+  // precision and are not attempted).
+  for (auto& seq : running_) {
+    seq->kv.SetLayout(layout);
+    for (const ClassChange& c : changes) {
+      if (c.to != PrecisionClass::kSparse) continue;
+      if (Status s = seq->kv.Demote(c.layer, c.kv_head); !s.ok()) {
+        spdlog::warn("request {}: demotion of layer {} head {}: {}", seq->req.id, c.layer, c.kv_head, s.ToString());
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& seq : waiting_) seq->kv.SetLayout(layout);  // queued or preempted: no pages yet
+  kv_layout_ = layout;
+  stats_.class_changes_total += changes.size();
+  stats_.kv_class_heads = layout->class_heads();
 }
 
 EngineStats Engine::Stats() const {
@@ -509,6 +556,7 @@ void Engine::Loop() {
       if (stop_ && waiting_.empty() && running_.empty() && !cancel_all_) return;
     }
     Step();
+    Adapt();
     // Gauges after every step, whichever way it ended (a step that only cancelled still frees KV).
     uint64_t kv = 0;
     for (const auto& seq : running_) kv += seq->kv.bytes();

@@ -32,6 +32,8 @@ struct EngineOptions {
   KvStoreOptions kv_store;     // tier budgets, cold directory, I/O backend
   uint64_t prefix_cache_bytes = uint64_t{1} << 30;  // pages kept for reuse by later requests; 0 = off
   double prefix_pin_seconds = 0;                    // a cached prefix used within this long is not evicted
+  bool kv_adapt = false;                            // online adaptation of classes (engine/kv/adaptation.h)
+  AdaptationOptions adapt;
 };
 
 struct EngineStats {
@@ -46,6 +48,7 @@ struct EngineStats {
   uint64_t kv_faults_total = 0;    // KV read faults seen (each one recomputes or fails its sequence)
   KvStoreStats kv_store;           // tiers, classes, cold cache
   PrefixCacheStats prefix_cache;
+  uint64_t class_changes_total = 0;  // heads moved between ACTIVE and SPARSE by online adaptation
   std::array<int, 3> kv_class_heads{};  // (layer, KV head) pairs per precision class
   double kv_bits_per_value = 0;         // of the configured layout
 };
@@ -74,7 +77,8 @@ class Engine {
   const Model& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   int ctx_size() const { return ctx_size_; }
-  const KvLayout& kv_layout() const { return *kv_layout_; }
+  // The current layout (online adaptation replaces it between steps).
+  std::shared_ptr<const KvLayout> kv_layout() const;
   const KvPageStore& kv_store() const { return *store_; }
 
  private:
@@ -93,16 +97,20 @@ class Engine {
   void ReusePrefix(Sequence& seq);
   // Offers the sequence's newly filled pages to the cache.
   void OfferPages(Sequence& seq);
+  // Online adaptation after a step: feeds the window, applies the moves it decides.
+  void Adapt();
   void Finish(Sequence& seq, FinishReason reason, Status error = Status::Ok());
 
   EngineOptions options_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ThreadPool> pool_;
-  std::shared_ptr<const KvLayout> kv_layout_;
+  std::shared_ptr<const KvLayout> kv_layout_;  // replaced under mu_ by Adapt (engine thread)
   std::unique_ptr<KvPageStore> store_;  // declared before the sequences, which return their pages to it
   std::unique_ptr<PrefixCache> cache_;  // null when off; holds references on store_ pages
   uint64_t fingerprint_ = 0;            // model + KV layout: seeds the prefix hash chains
+  std::unique_ptr<HeadActivity> activity_;  // null without online adaptation
+  std::unique_ptr<OnlineAdapter> adapter_;
   int ctx_size_ = 0;
 
   mutable std::mutex mu_;  // guards waiting_, aborts_, ids_, stop_, admitting_, stats_

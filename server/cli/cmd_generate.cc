@@ -90,7 +90,7 @@ int Run(const GenerateArgs& a) {
     std::fprintf(stderr, "\nprompt: %d tokens, %.1f tok/s | generation: %d tokens, %.1f tok/s | finish: %s | KV %s\n",
                  f.usage.prompt_tokens, f.timings.prompt_tokens_per_second, f.usage.completion_tokens,
                  f.timings.generated_tokens_per_second, std::string(engine::FinishReasonName(f.finish_reason)).c_str(),
-                 e.kv_layout().Describe().c_str());
+                 e.kv_layout()->Describe().c_str());
     return f.finish_reason == engine::FinishReason::kError ? kExitFailure : kExitOk;
   }
 }

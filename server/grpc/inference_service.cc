@@ -290,7 +290,8 @@ grpc::Status InferenceService::GetServerInfo(grpc::ServerContext* context, const
     tier->set_bytes_capacity(u.capacity_bytes);
     tier->set_pages(u.pages);
   }
-  const engine::KvLayout& layout = engine_->kv_layout();
+  const std::shared_ptr<const engine::KvLayout> layout_ptr = engine_->kv_layout();
+  const engine::KvLayout& layout = *layout_ptr;
   for (int c = 0; c < 3; ++c) {
     auto* cls = out->add_classes();
     std::string name(engine::PrecisionClassName(static_cast<engine::PrecisionClass>(c)));

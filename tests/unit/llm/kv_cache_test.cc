@@ -98,6 +98,72 @@ TEST(SequenceKvTest, AppendOutOfOrderOrPastContextIsAnError) {
   EXPECT_EQ(kv.Append(0, 2, x.data(), x.data()).code(), StatusCode::kOutOfRange);
 }
 
+TEST(SequenceKvTest, DemotionReencodesPagesDownAndKeepsAttentionClose) {
+  const HParams hp = SmallModel();
+  HeadProfile profile;
+  profile.n_layers = hp.n_layers;
+  profile.n_kv_heads = hp.n_kv_heads;
+  profile.score = {4, 3, 2, 1};
+  const std::string path = ::testing::TempDir() + "/demote_profile.json";
+  ASSERT_TRUE(SaveHeadProfile(profile, path).ok());
+  KvSpec spec;
+  spec.preset = "longdoc";  // on 4 heads: 0 HOT, 2 ACTIVE (int8), 2 SPARSE (tq4)
+  spec.profile_path = path;
+  auto layout = KvLayout::Create(hp, spec);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  ASSERT_TRUE((*layout)->adaptable());
+  auto store = KvPageStore::Open({}, (*layout)->class_page_bytes());
+  ASSERT_TRUE(store.ok());
+  SequenceKv kv(*layout, 512, store->get()), exact(hp, 512);
+  std::mt19937_64 rng(9);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  const int d = hp.head_dim, row = hp.n_kv_heads * d, n = 300;
+  std::vector<float> k(row), v(row);
+  for (int pos = 0; pos < n; ++pos) {
+    for (int i = 0; i < row; ++i) {
+      k[i] = g(rng);
+      v[i] = g(rng);
+    }
+    for (int l = 0; l < hp.n_layers; ++l) {
+      ASSERT_TRUE(kv.Append(l, pos, k.data(), v.data()).ok());
+      ASSERT_TRUE(exact.Append(l, pos, k.data(), v.data()).ok());
+    }
+  }
+  auto error = [&] {
+    std::vector<float> q(2 * d), a(q.size()), b(q.size());
+    std::mt19937_64 qr(3);
+    for (float& x : q) x = 0.3f * g(qr);
+    double err = 0, ref = 0;
+    for (int l = 0; l < hp.n_layers; ++l) {
+      for (int h = 0; h < hp.n_kv_heads; ++h) {
+        EXPECT_TRUE(kv.Attend(l, h, q.data(), 1, 2, n - 1, a.data(), nullptr, nullptr).ok());
+        EXPECT_TRUE(exact.Attend(l, h, q.data(), 1, 2, n - 1, b.data(), nullptr, nullptr).ok());
+        for (size_t i = 0; i < a.size(); ++i) {
+          err += (a[i] - b[i]) * (a[i] - b[i]);
+          ref += b[i] * b[i];
+        }
+      }
+    }
+    return std::sqrt(err / ref);
+  };
+  const double before_err = error();
+  const auto before = kv.bytes_by_class();
+  ASSERT_GT(before[1], 0u);  // ACTIVE pages exist
+  kv.SetLayout((*layout)->WithClasses(std::vector<PrecisionClass>(4, PrecisionClass::kSparse)));
+  for (int l = 0; l < hp.n_layers; ++l) {
+    for (int h = 0; h < hp.n_kv_heads; ++h) ASSERT_TRUE(kv.Demote(l, h).ok());
+  }
+  const auto after = kv.bytes_by_class();
+  EXPECT_EQ(after[1], 0u);
+  EXPECT_LT(after[2], before[1] + before[2]);  // int8 pages became tq4: fewer bytes
+  const double after_err = error();
+  EXPECT_GT(after_err, before_err);  // precision went down, as it should
+  EXPECT_LT(after_err, 0.15);
+  EXPECT_EQ((*store)->Stats().tiers[1].pages, 2u * 4);  // 2 full pages x 4 heads, all SPARSE now (warm tier)
+  // The tail keeps filling in the new formats.
+  for (int l = 0; l < hp.n_layers; ++l) ASSERT_TRUE(kv.Append(l, n, k.data(), v.data()).ok());
+}
+
 TEST(KvLayoutTest, FormatsAndBoundaryLayers) {
   HParams hp = SmallModel();
   hp.n_layers = 6;

@@ -280,5 +280,35 @@ TEST_F(EngineKvTest, AnotherLayoutDoesNotReuseTheColdPages) {
   EXPECT_EQ(stats.prefix_cache.recovered_entries, 0u);
 }
 
+TEST_F(EngineKvTest, OnlineAdaptationMovesHeadsAndReencodesTheirPages) {
+  // A profile that ranks heads by their index: unrelated to how they attend, so adaptation has work to do.
+  HeadProfile profile;
+  profile.model = "test";
+  profile.n_layers = 30;
+  profile.n_kv_heads = 3;
+  profile.queries = 1;
+  for (int i = 0; i < 90; ++i) profile.score.push_back(i);
+  const std::string path = dir_.path() + "/profile.json";
+  ASSERT_TRUE(SaveHeadProfile(profile, path).ok());
+  EngineOptions o = Options({});
+  o.kv.preset = "longdoc";
+  o.kv.profile_path = path;
+  o.kv_adapt = true;
+  o.adapt.window = 8;
+  o.adapt.every = 8;
+  o.adapt.margin = 2;
+  o.prefix_cache_bytes = 0;
+  auto [out, stats] = RunAll(o, {{300, 120}, {200, 120}});
+  ASSERT_EQ(out.size(), 2u);
+  for (const Outcome& r : out) {
+    EXPECT_EQ(r.reason, FinishReason::kLength) << r.error.ToString();
+    EXPECT_EQ(r.tokens.size(), 120u);
+  }
+  EXPECT_GT(stats.class_changes_total, 0u);
+  EXPECT_EQ(stats.class_changes_total % 2, 0u);  // moves come in pairs: the preset's shares stay
+  EXPECT_EQ(stats.kv_class_heads[1], 54);  // longdoc on 90 heads: 9 HOT, 54 ACTIVE, 27 SPARSE
+  EXPECT_EQ(stats.kv_class_heads[2], 27);
+}
+
 }  // namespace
 }  // namespace tq::engine

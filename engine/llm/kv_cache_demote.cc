@@ -1,0 +1,64 @@
+// SequenceKv::Demote: re-encoding a head's full pages down to its current formats (online adaptation moved the
+// head to a class with fewer bits). Kept apart from kv_cache.cc, which holds the hot path.
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "engine/llm/kv_cache.h"
+#include "engine/llm/kv_cache_pages.h"
+
+namespace tq::engine {
+
+Status SequenceKv::Demote(int layer, int kv_head) {
+  if (!layout_ || layout_->layer(layer).plain || store_ == nullptr) return Status::Ok();
+  using kernels::KvFormat;
+  const HeadKvFormat& to = layout_->head(layer, kv_head);
+  HeadPages& hp = pages_[layer][kv_head];
+  const int d = head_dim_;
+  constexpr int kPage = kernels::kPageTokens;
+  std::vector<float> x(static_cast<size_t>(kPage) * d);
+  for (HeadPages::Full& page : hp.full) {
+    const bool k_down = kernels::BitsPerValue(to.k, d) < kernels::BitsPerValue(page.k, d);
+    const bool v_down = kernels::BitsPerValue(to.v, d) < kernels::BitsPerValue(page.v, d);
+    if (!k_down && !v_down) continue;
+    const uint8_t* data = page.ram;
+    PageBytes hold;
+    if (data == nullptr) {
+      TQ_ASSIGN_OR_RETURN(PinnedPage pin, store_->Pin(page.id));
+      data = pin.data;
+      hold = std::move(pin.hold);
+    }
+    const KvFormat old_fmt[2] = {page.k, page.v};
+    const KvFormat new_fmt[2] = {k_down ? to.k : page.k, v_down ? to.v : page.v};
+    const size_t old_k = kernels::PageBytes(page.k, d).value();
+    const size_t new_k = kernels::PageBytes(new_fmt[0], d).value();
+    std::vector<uint8_t> bytes(new_k + kernels::PageBytes(new_fmt[1], d).value());
+    for (int kv = 0; kv < 2; ++kv) {
+      const uint8_t* src = data + (kv == 0 ? 0 : old_k);
+      const size_t src_bytes = kernels::PageBytes(old_fmt[kv], d).value();
+      std::span<uint8_t> dest(bytes.data() + (kv == 0 ? 0 : new_k), kv == 0 ? new_k : bytes.size() - new_k);
+      if (old_fmt[kv] == new_fmt[kv]) {
+        std::memcpy(dest.data(), src, src_bytes);
+        continue;
+      }
+      // Values stay in the head's scaled domain (both classes compress V and share the head's channel scale).
+      TQ_RETURN_IF_ERROR(layout_->codec(old_fmt[kv]).DecodePage({src, src_bytes}, x.data()));
+      TQ_RETURN_IF_ERROR(layout_->codec(new_fmt[kv]).EncodePage(x.data(), kPage, dest));
+    }
+    PageInfo info;
+    if (const PageInfo* old = store_->Info(page.id); old != nullptr) info = *old;
+    info.k = new_fmt[0];
+    info.v = new_fmt[1];
+    StatusOr<uint64_t> id = store_->Store(to.cls, std::move(bytes), std::move(info));
+    if (!id.ok()) {
+      // No room for the smaller copy: the page keeps its precision (and its place); nothing is lost.
+      spdlog::warn("KV demotion of layer {} head {}: {}", layer, kv_head, id.status().ToString());
+      return Status::Ok();
+    }
+    if (page.id != 0) store_->Release(page.id);
+    page = {*id, store_->RamBytes(*id), new_fmt[0], new_fmt[1]};
+  }
+  return Status::Ok();
+}
+
+}  // namespace tq::engine

@@ -1,0 +1,29 @@
+// SequenceKv's storage of one (layer, KV head), shared by kv_cache.cc and kv_cache_demote.cc only.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "engine/llm/kv_cache.h"
+
+namespace tq::engine {
+
+// Full pages live in the page store (K bytes then V bytes); the tail page is f16 (read by attention) with an f32
+// copy of its rows (the source when the page fills and is encoded).
+struct SequenceKv::HeadPages {
+  struct Full {
+    uint64_t id = 0;              // in the store; 0 = overflow (the sequence's own memory)
+    const uint8_t* ram = nullptr;  // the bytes when in RAM (a RAM tier or overflow); null = cold, Pin it
+    kernels::KvFormat k = kernels::KvFormat::kF16;   // the page's formats (a head's pages differ after a demotion)
+    kernels::KvFormat v = kernels::KvFormat::kF16;
+  };
+  std::vector<Full> full;
+  std::vector<uint8_t> k_tail, v_tail;  // f16 pages
+  std::vector<float> k_stage, v_stage;  // [kPage][head_dim]
+  std::vector<float> v_scale;           // [head_dim] per-channel value scales once set (compressed V only)
+  std::deque<std::vector<uint8_t>> overflow;  // pages no tier had room for
+  int tail_tokens = 0;
+};
+
+}  // namespace tq::engine
