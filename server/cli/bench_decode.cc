@@ -22,131 +22,141 @@ struct DecodeArgs {
   // K=V format each, or a preset (code, longdoc, chat, auto: need --kv-profile; uniform:FMT).
   std::vector<std::string> formats = {"f16", "int8", "tq4", "tq3"};
   int steps = 16;
+  int rounds = 3;
   bool json = false;
 };
 
-// Fills `kv` from its current length to `target` positions with random tokens, 256 per forward pass.
-Status Prefill(const engine::Model& model, engine::SequenceKv& kv, int target, std::mt19937& rng,
+// One configuration under test: its layout, its tiers and its sequence.
+struct Column {
+  std::string name;
+  std::string format;
+  bool on_disk = false;
+  std::shared_ptr<const engine::KvLayout> layout;
+  std::unique_ptr<engine::KvPageStore> store;
+  std::unique_ptr<engine::SequenceKv> kv;
+  int32_t next = 1;  // the token its next decode step feeds
+  double best = 0;   // tok/s, best round at the current context
+};
+
+// Appends the tokens [kv.n_tokens(), target) of `tokens` to the sequence, 256 per forward pass.
+Status Prefill(const engine::Model& model, engine::SequenceKv& kv, const std::vector<int32_t>& tokens, int target,
                engine::ThreadPool& pool) {
-  std::uniform_int_distribution<int32_t> token(1, model.hparams().vocab_size - 1);
   std::vector<float> logits;
   while (kv.n_tokens() < target) {
     std::vector<engine::BatchToken> batch;
     for (int p = kv.n_tokens(); p < std::min(target, kv.n_tokens() + 256); ++p) {
-      batch.push_back({token(rng), p, &kv, false});
+      batch.push_back({tokens[p], p, &kv, false});
     }
     TQ_RETURN_IF_ERROR(model.Forward(batch, pool, &logits));
   }
   return Status::Ok();
 }
 
+int Fail(const Status& s, int code) {
+  std::fprintf(stderr, "tqserve bench decode: %s\n", s.ToString().c_str());
+  return code;
+}
+
 int Run(const DecodeArgs& a) {
   auto path = ResolveModelPath(a.model);
-  if (!path.ok()) {
-    std::fprintf(stderr, "tqserve bench decode: %s\n", path.status().ToString().c_str());
-    return kExitFailure;
-  }
+  if (!path.ok()) return Fail(path.status(), kExitFailure);
   auto model = engine::Model::Open(*path);
-  if (!model.ok()) {
-    std::fprintf(stderr, "tqserve bench decode: %s\n", model.status().ToString().c_str());
-    return kExitFailure;
-  }
+  if (!model.ok()) return Fail(model.status(), kExitFailure);
   std::vector<int> contexts = a.contexts;
   std::sort(contexts.begin(), contexts.end());
   engine::ThreadPool pool(a.model.threads);
-  nlohmann::json rows = nlohmann::json::array();
-  // Each configuration runs with its pages in RAM and, when --kv-cold-dir is given, again with SPARSE pages on
-  // disk behind the cold cache; columns in that order.
+  const int capacity = contexts.back() + a.rounds * a.steps * static_cast<int>(contexts.size()) + 1;
+  // The same random tokens for every configuration.
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> token(1, (*model)->hparams().vocab_size - 1);
+  std::vector<int32_t> tokens(capacity);
+  for (int32_t& t : tokens) t = token(rng);
+
+  // Each configuration runs with its pages in RAM and, when --kv-cold-dir is given, again with its SPARSE pages on
+  // disk behind the cold cache (a directory of its own under --kv-cold-dir); all live at once, and the decode
+  // rounds alternate between them so that machine noise hits every column alike.
   const bool cold = !a.model.store.cold_dir.empty();
-  std::vector<std::string> columns;
-  for (const auto& f : a.formats) {
-    columns.push_back(f);
-    if (cold) columns.push_back(f + "@cold");
+  std::vector<Column> cols;
+  for (const std::string& f : a.formats) {
+    for (int disk = 0; disk < (cold ? 2 : 1); ++disk) {
+      Column c;
+      c.format = f;
+      c.on_disk = disk == 1;
+      c.name = c.on_disk ? f + "@cold" : f;
+      engine::KvSpec spec = a.model.kv;
+      if (f.rfind("uniform:", 0) == 0 || engine::FindPreset(f).ok()) {
+        spec.preset = f;
+      } else {
+        spec.k_format = spec.v_format = f;
+      }
+      auto layout = engine::KvLayout::Create((*model)->hparams(), spec);
+      if (!layout.ok()) return Fail(layout.status(), kExitUsage);
+      c.layout = *layout;
+      engine::KvStoreOptions tiers = a.model.store;
+      tiers.cold_dir = c.on_disk ? a.model.store.cold_dir + "/" + std::to_string(cols.size()) : "";
+      auto store = engine::KvPageStore::Open(tiers, c.layout->class_page_bytes());
+      if (!store.ok()) return Fail(store.status(), kExitUsage);
+      c.store = std::move(*store);
+      c.kv = std::make_unique<engine::SequenceKv>(c.layout, capacity, c.store.get());
+      cols.push_back(std::move(c));
+    }
   }
-  std::vector<std::vector<double>> tps(columns.size(), std::vector<double>(contexts.size()));
-  for (size_t col = 0; col < columns.size(); ++col) {
-    const std::string& name = a.formats[cold ? col / 2 : col];
-    const bool on_disk = cold && col % 2 == 1;
-    engine::KvSpec spec = a.model.kv;
-    if (name.rfind("uniform:", 0) == 0 || engine::FindPreset(name).ok()) {
-      spec.preset = name;
-    } else {
-      spec.k_format = spec.v_format = name;
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<std::vector<double>> tps(cols.size(), std::vector<double>(contexts.size()));
+  for (size_t ci = 0; ci < contexts.size(); ++ci) {
+    std::vector<engine::ColdCacheStats> before(cols.size());
+    for (size_t k = 0; k < cols.size(); ++k) {
+      Column& c = cols[k];
+      if (Status s = Prefill(**model, *c.kv, tokens, contexts[ci], pool); !s.ok()) return Fail(s, kExitFailure);
+      c.store->FlushCold();  // the prefill's writes are on disk before the clock starts
+      before[k] = c.store->Stats().cold_cache;
+      c.best = 0;
     }
-    auto layout = engine::KvLayout::Create((*model)->hparams(), spec);
-    if (!layout.ok()) {
-      std::fprintf(stderr, "tqserve bench decode: %s\n", layout.status().ToString().c_str());
-      return kExitUsage;
-    }
-    engine::KvStoreOptions tiers = a.model.store;
-    if (!on_disk) tiers.cold_dir.clear();
-    auto store = engine::KvPageStore::Open(tiers, (*layout)->class_page_bytes());
-    if (!store.ok()) {
-      std::fprintf(stderr, "tqserve bench decode: %s\n", store.status().ToString().c_str());
-      return kExitUsage;
-    }
-    engine::SequenceKv kv(*layout, contexts.back() + a.steps + 1, store->get());
-    std::mt19937 rng(1234);  // the same tokens for every configuration
-    for (size_t c = 0; c < contexts.size(); ++c) {
-      if (Status s = Prefill(**model, kv, contexts[c], rng, pool); !s.ok()) {
-        std::fprintf(stderr, "tqserve bench decode: %s\n", s.ToString().c_str());
-        return kExitFailure;
-      }
-      (*store)->FlushCold();  // the prefill's writes are on disk before the clock starts
-      const engine::ColdCacheStats before = (*store)->Stats().cold_cache;
-      std::vector<float> logits;
-      int32_t next = 1;
-      const auto t0 = Clock::now();
-      for (int step = 0; step < a.steps; ++step) {
-        engine::BatchToken t{next, kv.n_tokens(), &kv, true};
-        if (Status s = (*model)->Forward({&t, 1}, pool, &logits); !s.ok()) {
-          std::fprintf(stderr, "tqserve bench decode: %s\n", s.ToString().c_str());
-          return kExitFailure;
+    std::vector<float> logits;
+    for (int r = 0; r < a.rounds; ++r) {
+      for (Column& c : cols) {
+        const auto t0 = Clock::now();
+        for (int step = 0; step < a.steps; ++step) {
+          engine::BatchToken t{c.next, c.kv->n_tokens(), c.kv.get(), true};
+          if (Status s = (*model)->Forward({&t, 1}, pool, &logits); !s.ok()) return Fail(s, kExitFailure);
+          c.next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
         }
-        next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        c.best = std::max(c.best, a.steps / std::chrono::duration<double>(Clock::now() - t0).count());
       }
-      tps[col][c] = a.steps / std::chrono::duration<double>(Clock::now() - t0).count();
-      const engine::KvStoreStats st = (*store)->Stats();
+    }
+    for (size_t k = 0; k < cols.size(); ++k) {
+      Column& c = cols[k];
+      tps[k][ci] = c.best;
+      const engine::KvStoreStats st = c.store->Stats();
       const engine::ColdCacheStats& cc = st.cold_cache;
-      // The decoded tokens stay; the next context continues from here (its prefill tops up the difference).
-      std::fprintf(stderr, "%s at %d: %.1f tok/s\n", columns[col].c_str(), contexts[c], tps[col][c]);
-      rows.push_back({{"config", columns[col]}, {"format", name}, {"cold", on_disk}, {"ctx", contexts[c]},
-                      {"tokens_per_second", tps[col][c]}, {"kv_bits_per_value", (*layout)->bits_per_value()},
-                      {"kv_bytes", kv.bytes()},
+      std::fprintf(stderr, "%s at %d: %.1f tok/s\n", c.name.c_str(), contexts[ci], c.best);
+      rows.push_back({{"config", c.name}, {"format", c.format}, {"cold", c.on_disk}, {"ctx", contexts[ci]},
+                      {"tokens_per_second", c.best}, {"kv_bits_per_value", c.layout->bits_per_value()},
+                      {"kv_bytes", c.kv->bytes()},
                       {"bytes_by_tier", {{"hot", st.tiers[0].bytes}, {"warm", st.tiers[1].bytes},
                                          {"cold", st.tiers[2].bytes}}},
-                      {"cold_cache_hits", cc.prefetch_hits - before.prefetch_hits},
-                      {"cold_cache_late", cc.prefetch_late - before.prefetch_late},
-                      {"cold_cache_misses", cc.misses - before.misses},
-                      {"cold_stall_seconds", static_cast<double>(cc.stall_ns - before.stall_ns) * 1e-9}});
-    }
-  }
-  for (auto& r : rows) {
-    const size_t c = std::find(contexts.begin(), contexts.end(), r["ctx"].get<int>()) - contexts.begin();
-    r["ratio_vs_first"] = r["tokens_per_second"].get<double>() / tps[0][c];
-  }
-  if (cold) {  // each cold column against the same configuration in RAM
-    for (auto& r : rows) {
-      if (!r["cold"].get<bool>()) continue;
-      const size_t c = std::find(contexts.begin(), contexts.end(), r["ctx"].get<int>()) - contexts.begin();
-      const size_t f = std::find(a.formats.begin(), a.formats.end(), r["format"].get<std::string>()) - a.formats.begin();
-      r["ratio_vs_ram"] = r["tokens_per_second"].get<double>() / tps[2 * f][c];
+                      {"cold_cache_bytes", a.model.store.cold_cache_bytes},
+                      {"cold_cache_hits", cc.prefetch_hits - before[k].prefetch_hits},
+                      {"cold_cache_late", cc.prefetch_late - before[k].prefetch_late},
+                      {"cold_cache_misses", cc.misses - before[k].misses},
+                      {"cold_stall_seconds", static_cast<double>(cc.stall_ns - before[k].stall_ns) * 1e-9},
+                      {"ratio_vs_first", c.best / tps[0][ci]}});
+      if (c.on_disk) rows.back()["ratio_vs_ram"] = c.best / tps[k - 1][ci];
     }
   }
   if (a.json) {
     std::printf("%s\n", rows.dump(1).c_str());
     return kExitOk;
   }
-  std::printf("decode tok/s (%d steps after filling the context, %d threads; ratio to %s%s)\n%-8s", a.steps,
-              pool.size(), a.formats[0].c_str(), cold ? "; @cold: ratio to the same configuration in RAM" : "",
-              "ctx");
-  for (const auto& f : columns) std::printf(" %18s", f.c_str());
-  for (size_t c = 0; c < contexts.size(); ++c) {
-    std::printf("\n%-8d", contexts[c]);
-    for (size_t col = 0; col < columns.size(); ++col) {
-      const bool on_disk = cold && col % 2 == 1;
-      const double ref = on_disk ? tps[col - 1][c] : tps[0][c];
-      std::printf(" %10.1f (%4.2fx)", tps[col][c], tps[col][c] / ref);
+  std::printf("decode tok/s (best of %d rounds of %d steps after filling the context, %d threads; ratio to %s%s)\n%-8s",
+              a.rounds, a.steps, pool.size(), a.formats[0].c_str(),
+              cold ? "; @cold: ratio to the same configuration in RAM" : "", "ctx");
+  for (const Column& c : cols) std::printf(" %18s", c.name.c_str());
+  for (size_t ci = 0; ci < contexts.size(); ++ci) {
+    std::printf("\n%-8d", contexts[ci]);
+    for (size_t k = 0; k < cols.size(); ++k) {
+      const double ref = cols[k].on_disk ? tps[k - 1][ci] : tps[0][ci];
+      std::printf(" %10.1f (%4.2fx)", tps[k][ci], tps[k][ci] / ref);
     }
   }
   std::printf("\n");
@@ -165,7 +175,9 @@ std::function<int()> AddBenchDecode(CLI::App* bench, CLI::App** subcommand) {
                   "first is the reference. With --kv-cold-dir each runs in RAM and with its SPARSE pages on disk")
       ->delimiter(',')
       ->capture_default_str();
-  app->add_option("--steps", args->steps, "Decode steps timed per context")->check(CLI::Range(1, 100000));
+  app->add_option("--steps", args->steps, "Decode steps per round")->check(CLI::Range(1, 100000));
+  app->add_option("--rounds", args->rounds, "Rounds alternating between the configurations; the best counts")
+      ->check(CLI::Range(1, 1000));
   app->add_flag("--json", args->json, "Print a JSON list");
   *subcommand = app;
   return [args] { return Run(*args); };
