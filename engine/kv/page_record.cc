@@ -19,10 +19,12 @@ T Get(std::span<const uint8_t> in, size_t at) {
 
 }  // namespace
 
-uint32_t RecordBytes(uint32_t v_scale_count) { return (kRecordHeaderBytes + 4 * v_scale_count + 15) / 16 * 16; }
+uint32_t RecordBytes(uint32_t floats) { return (kRecordHeaderBytes + 12 + 4 * floats + 15) / 16 * 16; }
 
 void EncodeRecord(const PageRecord& r, std::span<uint8_t> out) {
-  const uint32_t n = static_cast<uint32_t>(r.v_scale.size());
+  const std::vector<float>* parts[3] = {&r.transform.v_scale, &r.transform.k_mean, &r.transform.k_scale};
+  uint32_t n = 0;
+  for (const auto* p : parts) n += static_cast<uint32_t>(p->size());
   const uint32_t bytes = RecordBytes(n);
   std::memset(out.data(), 0, bytes);
   Put<uint32_t>(out, 0, kRecordMagic);
@@ -38,7 +40,15 @@ void EncodeRecord(const PageRecord& r, std::span<uint8_t> out) {
   Put<uint8_t>(out, 34, static_cast<uint8_t>(r.v));
   Put<uint32_t>(out, 36, n);
   Put<uint64_t>(out, 40, r.parent_hash);
-  if (n > 0) std::memcpy(out.data() + kRecordHeaderBytes, r.v_scale.data(), 4 * n);
+  size_t at = kRecordHeaderBytes;
+  for (const auto* p : parts) {
+    Put<uint32_t>(out, at, static_cast<uint32_t>(p->size()));
+    at += 4;
+  }
+  for (const auto* p : parts) {
+    if (!p->empty()) std::memcpy(out.data() + at, p->data(), 4 * p->size());
+    at += 4 * p->size();
+  }
 }
 
 StatusOr<PageRecord> DecodeRecord(std::span<const uint8_t> in, uint32_t* record_bytes) {
@@ -51,7 +61,7 @@ StatusOr<PageRecord> DecodeRecord(std::span<const uint8_t> in, uint32_t* record_
   }
   const uint32_t n = Get<uint32_t>(in, 36);
   const uint32_t bytes = Get<uint16_t>(in, 6);
-  if (n > 4096 || bytes != RecordBytes(n) || bytes > in.size()) return DataLossError("KV page record: bad length");
+  if (n > 3 * 4096 || bytes != RecordBytes(n) || bytes > in.size()) return DataLossError("KV page record: bad length");
   const uint8_t cls = Get<uint8_t>(in, 32);
   if (cls > 2) return DataLossError("KV page record: bad class");
   PageRecord r;
@@ -64,8 +74,20 @@ StatusOr<PageRecord> DecodeRecord(std::span<const uint8_t> in, uint32_t* record_
   r.cls = static_cast<PrecisionClass>(cls);
   r.k = static_cast<kernels::KvFormat>(Get<uint8_t>(in, 33));
   r.v = static_cast<kernels::KvFormat>(Get<uint8_t>(in, 34));
-  r.v_scale.resize(n);
-  if (n > 0) std::memcpy(r.v_scale.data(), in.data() + kRecordHeaderBytes, 4 * n);
+  std::vector<float>* parts[3] = {&r.transform.v_scale, &r.transform.k_mean, &r.transform.k_scale};
+  size_t at = kRecordHeaderBytes, total = 0;
+  uint32_t counts[3];
+  for (uint32_t& c : counts) {
+    c = Get<uint32_t>(in, at);
+    at += 4;
+    total += c;
+  }
+  if (total != n) return DataLossError("KV page record: bad transform lengths");
+  for (int i = 0; i < 3; ++i) {
+    parts[i]->resize(counts[i]);
+    if (counts[i] > 0) std::memcpy(parts[i]->data(), in.data() + at, 4 * counts[i]);
+    at += 4 * counts[i];
+  }
   *record_bytes = bytes;
   return r;
 }

@@ -2,9 +2,10 @@
 // cache from the cold files alone (the cold store's own header already carries the page id and a CRC32C over
 // record + page, checked on every read).
 //
-// Layout (little-endian, kRecordHeaderBytes bytes, then v_scale_count floats, padded to 16 bytes):
+// Layout (little-endian, kRecordHeaderBytes bytes, then u32 counts of v_scale, k_mean, k_scale and their floats,
+// padded to 16 bytes):
 //   u32 magic 'TQKR' | u16 version | u16 record_bytes | u64 layout_fingerprint | u64 prefix_hash | u32 page_index |
-//   u16 layer | u16 kv_head | u8 class | u8 k_format | u8 v_format | u8 0 | u32 v_scale_count | u64 parent_hash
+//   u16 layer | u16 kv_head | u8 class | u8 k_format | u8 v_format | u8 0 | u32 float_count | u64 parent_hash
 #pragma once
 
 #include <cstdint>
@@ -12,13 +13,14 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/kv/page_store.h"
 #include "engine/kv/precision.h"
 #include "kernels/formats/format.h"
 
 namespace tq::engine {
 
 inline constexpr uint32_t kRecordMagic = 0x524B5154;  // "TQKR"
-inline constexpr uint16_t kRecordVersion = 1;
+inline constexpr uint16_t kRecordVersion = 2;
 inline constexpr uint32_t kRecordHeaderBytes = 48;
 
 struct PageRecord {
@@ -31,11 +33,11 @@ struct PageRecord {
   PrecisionClass cls = PrecisionClass::kHot;
   kernels::KvFormat k = kernels::KvFormat::kF16;
   kernels::KvFormat v = kernels::KvFormat::kF16;
-  std::vector<float> v_scale;  // [head_dim] for page 0 of a head with compressed V; else empty
+  HeadTransform transform;  // page 0 of a head: what its sequence fixed; else empty
 };
 
-// Bytes the record of `v_scale_count` floats takes (a multiple of 16).
-uint32_t RecordBytes(uint32_t v_scale_count);
+// Bytes a record with `floats` transform floats takes (a multiple of 16).
+uint32_t RecordBytes(uint32_t floats);
 // Writes the record into the first RecordBytes() bytes of `out`.
 void EncodeRecord(const PageRecord& record, std::span<uint8_t> out);
 // Parses a record; data_loss for a bad magic, version or length. *record_bytes gets its size.

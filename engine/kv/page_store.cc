@@ -26,8 +26,9 @@ std::vector<uint8_t> WithRecord(const PageInfo& info, PrecisionClass cls, uint64
   r.cls = cls;
   r.k = info.k;
   r.v = info.v;
-  r.v_scale = info.v_scale;
-  *record_bytes = RecordBytes(static_cast<uint32_t>(r.v_scale.size()));
+  r.transform = info.transform;
+  const HeadTransform& t = r.transform;
+  *record_bytes = RecordBytes(static_cast<uint32_t>(t.v_scale.size() + t.k_mean.size() + t.k_scale.size()));
   std::vector<uint8_t> out(*record_bytes + page.size());
   EncodeRecord(r, out);
   std::memcpy(out.data() + *record_bytes, page.data(), page.size());
@@ -99,7 +100,7 @@ StatusOr<std::unique_ptr<KvPageStore>> KvPageStore::Open(const KvStoreOptions& o
     co.cold_dir = options.cold_dir;
     co.capacity_bytes = options.cold_bytes;
     // Any page may move to the cold tier (the prefix cache keeps finished sequences there), behind its record.
-    co.max_page_bytes = largest + RecordBytes(options.head_dim);
+    co.max_page_bytes = largest + RecordBytes(3 * options.head_dim);
     co.direct_io = options.direct_io;
     co.io.backend = options.io_backend;
     co.io.queue_depth = options.io_depth;
@@ -370,7 +371,7 @@ Status KvPageStore::Recover(storage::ColdStore& store) {
     }
     Page page{r->cls, KvTier::kCold, *n - record_bytes, nullptr, {}, 1, record_bytes};
     page.info = {"", r->layer, r->kv_head, r->k, r->v, r->prefix_hash, r->parent_hash, r->page_index,
-                 std::move(r->v_scale)};
+                 std::move(r->transform)};
     recovered_.push_back({id, page.cls, page.info});
     pages_.emplace(id, page);
     Count(page, +1);

@@ -86,6 +86,13 @@ struct KvStoreStats {
   uint64_t refused = 0;    // Store calls that found no room anywhere
 };
 
+// What a sequence fixes for each (layer, KV head) when the head's first page fills (docs/kv.md): stored values
+// are v / v_scale; stored keys are (k - k_mean) / k_scale, and the query is multiplied by k_scale. Each is
+// [head_dim], or empty when not used.
+struct HeadTransform {
+  std::vector<float> v_scale, k_mean, k_scale;
+};
+
 // Whose page it is, for the event log and logs.
 struct PageInfo {
   std::string owner;  // the request id ("" outside the engine)
@@ -96,7 +103,7 @@ struct PageInfo {
   uint64_t prefix_hash = 0;    // chain hash of the tokens through this page (prefix cache); 0 = unknown
   uint64_t parent_hash = 0;    // the previous page's chain hash
   uint32_t page_index = 0;     // pages before it in its sequence
-  std::vector<float> v_scale;  // [head_dim]: page 0 of a head with compressed V (the sequence's channel scale)
+  HeadTransform transform;     // page 0 only: the head's transform (prefix cache)
 };
 
 // A page found in the cold tier at start-up, written by an earlier run of the same model and KV layout.

@@ -53,7 +53,7 @@ void PrefixCache::CountLookup(uint64_t tokens_reused) {
 }
 
 void PrefixCache::Insert(uint64_t hash, uint64_t parent, uint32_t page_index, std::vector<uint64_t> pages,
-                         std::vector<std::vector<float>> v_scale, Clock::time_point now) {
+                         std::vector<HeadTransform> transforms, Clock::time_point now) {
   if (budget_ == 0 || hash == 0 || entries_.count(hash) != 0) return;
   if (page_index > 0 && entries_.count(parent) == 0) return;  // only whole chains are reachable
   if (std::find(pages.begin(), pages.end(), uint64_t{0}) != pages.end()) return;
@@ -66,7 +66,7 @@ void PrefixCache::Insert(uint64_t hash, uint64_t parent, uint32_t page_index, st
     e.bytes += store_->PageLength(id);
   }
   e.pages = std::move(pages);
-  e.v_scale = std::move(v_scale);
+  e.transforms = std::move(transforms);
   e.last_used = now;
   if (page_index > 0) ++entries_.at(parent).children;
   stats_.bytes += e.bytes;
@@ -140,7 +140,7 @@ void PrefixCache::Adopt(std::vector<RecoveredPage> pages, uint64_t fingerprint) 
     uint64_t parent = 0;
     uint32_t page_index = 0;
     std::vector<uint64_t> pages;
-    std::vector<std::vector<float>> v_scale;
+    std::vector<HeadTransform> transforms;
   };
   std::map<uint64_t, Group> groups;
   std::vector<uint64_t> unused;
@@ -153,7 +153,7 @@ void PrefixCache::Adopt(std::vector<RecoveredPage> pages, uint64_t fingerprint) 
     Group& g = groups[info.prefix_hash];
     if (g.pages.empty()) {
       g.pages.assign(heads, 0);
-      g.v_scale.assign(heads, {});
+      g.transforms.assign(heads, {});
       g.parent = info.parent_hash;
       g.page_index = info.page_index;
     }
@@ -163,7 +163,7 @@ void PrefixCache::Adopt(std::vector<RecoveredPage> pages, uint64_t fingerprint) 
       continue;
     }
     g.pages[slot] = p.id;
-    g.v_scale[slot] = std::move(p.info.v_scale);
+    g.transforms[slot] = std::move(p.info.transform);
   }
   // Complete groups become entries, in page order so that each finds its parent.
   std::vector<std::pair<uint32_t, uint64_t>> order;
@@ -187,7 +187,7 @@ void PrefixCache::Adopt(std::vector<RecoveredPage> pages, uint64_t fingerprint) 
       continue;
     }
     // The recovered reference becomes the entry's: Insert retains, so drop the recovery's own afterwards.
-    Insert(hash, g.parent, index, g.pages, std::move(g.v_scale), now);
+    Insert(hash, g.parent, index, g.pages, std::move(g.transforms), now);
     if (entries_.count(hash) != 0) ++stats_.recovered_entries;
     for (uint64_t id : g.pages) store_->Release(id);
   }

@@ -4,8 +4,8 @@
 // Names: page k of a sequence (tokens [128k, 128k + 128)) has the chain hash h_k = PrefixHash(h_{k-1}, tokens of
 // page k), h_{-1} = the model and layout fingerprint. Equal hashes mean equal tokens from position 0 through the
 // page's end (64-bit FNV-1a chain, mixed; a collision is astronomically unlikely and would need equal fingerprints).
-// An entry is one page index of one prefix: the page ids of every paged (layer, KV head), plus each head's value
-// channel scale for page 0. A lookup walks h_0, h_1, ... and stops at the first missing entry.
+// An entry is one page index of one prefix: the page ids of every paged (layer, KV head), plus each head's
+// transform (value scale, key mean and scale) for page 0. A lookup walks h_0, h_1, ... and stops at the first missing entry.
 //
 // Ownership: an entry holds one reference on each of its pages (KvPageStore::Retain), a sequence using them holds
 // its own. Budget: entries' page bytes <= budget_bytes, least recently used leaf entries (no longer entry extends
@@ -33,7 +33,7 @@ struct PrefixEntry {
   uint64_t parent = 0;  // hash of the previous page (the fingerprint for page 0)
   uint32_t page_index = 0;
   std::vector<uint64_t> pages;                // [n_layers * n_kv_heads], 0 where a layer is not paged
-  std::vector<std::vector<float>> v_scale;    // page 0: [n_layers * n_kv_heads][head_dim or empty]
+  std::vector<HeadTransform> transforms;      // page 0: [n_layers * n_kv_heads], what the sequence fixed
   uint64_t bytes = 0;                         // the pages' bytes
   int children = 0;                           // entries whose parent this is
   std::chrono::steady_clock::time_point last_used;
@@ -63,7 +63,7 @@ class PrefixCache {
   // Adds page `page_index` of a prefix unless it is there; takes a reference on its pages. Pages with id 0 (not in
   // the store) make the entry unusable: nothing is added.
   void Insert(uint64_t hash, uint64_t parent, uint32_t page_index, std::vector<uint64_t> pages,
-              std::vector<std::vector<float>> v_scale, Clock::time_point now);
+              std::vector<HeadTransform> transforms, Clock::time_point now);
   bool Contains(uint64_t hash) const { return entries_.count(hash) != 0; }
   // Drops an entry and everything that extends it (e.g. its pages failed to read back).
   void Erase(uint64_t hash);

@@ -171,7 +171,11 @@ uint64_t KvLayout::fingerprint() const {
 }
 
 bool KvLayout::adaptable() const {
-  return ranked_ && all_paged() && class_formats_[1].v != KvFormat::kF16 && class_formats_[2].v != KvFormat::kF16;
+  // Both classes must transform their heads alike (FixTransform): compressed K and compressed V in each.
+  for (int c = 1; c <= 2; ++c) {
+    if (class_formats_[c].k == KvFormat::kF16 || class_formats_[c].v == KvFormat::kF16) return false;
+  }
+  return ranked_ && all_paged();
 }
 
 std::vector<PrecisionClass> KvLayout::classes() const {
@@ -326,10 +330,10 @@ std::vector<uint64_t> SequenceKv::PageIdsAt(int page_index) const {
   return ids;
 }
 
-std::vector<std::vector<float>> SequenceKv::VScales() const {
-  std::vector<std::vector<float>> out(static_cast<size_t>(n_layers_) * n_kv_heads_);
+std::vector<HeadTransform> SequenceKv::Transforms() const {
+  std::vector<HeadTransform> out(static_cast<size_t>(n_layers_) * n_kv_heads_);
   for (int l = 0; l < n_layers_; ++l) {
-    for (int h = 0; h < static_cast<int>(pages_[l].size()); ++h) out[static_cast<size_t>(l) * n_kv_heads_ + h] = pages_[l][h].v_scale;
+    for (int h = 0; h < static_cast<int>(pages_[l].size()); ++h) out[static_cast<size_t>(l) * n_kv_heads_ + h] = pages_[l][h].xf;
   }
   return out;
 }
@@ -352,7 +356,7 @@ Status SequenceKv::AttachPrefix(std::span<const PrefixEntry* const> entries) {
         store_->Retain(id);
         hp.full.push_back({id, store_->RamBytes(id), info->k, info->v});
       }
-      hp.v_scale = entries[0]->v_scale[slot];
+      hp.xf = entries[0]->transforms[slot];
     }
     layer_len_[l] = n;
   }
@@ -371,33 +375,70 @@ Status SequenceKv::fault() const {
   return fault_;
 }
 
-Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
-  const HeadKvFormat& f = layout_->head(layer, head);
-  if (h.full.empty()) {
-    // First page: the per-channel RMS of its values (token 0, an attention sink, left out) becomes the channel
-    // scale of a compressed V; stored values are divided by it from then on and Attend multiplies the output by
-    // it (exact: out = sum_t p_t v_t = scale * sum_t p_t (v_t / scale)). Equalizing the channels before the
-    // rotation measured better for V but worse for K, whose errors the query then amplifies, so keys are stored
-    // as they are (docs/kv.md). Mean centering made both worse.
-    if (f.v != KvFormat::kF16) {
-      std::vector<float>& stage = h.v_stage;
-      std::vector<float>& scale = h.v_scale;
-      std::vector<double> ss(head_dim_, 0.0);
-      for (int t = 1; t < kPage; ++t) {
-        for (int i = 0; i < head_dim_; ++i) ss[i] += double(stage[size_t(t) * head_dim_ + i]) * stage[size_t(t) * head_dim_ + i];
-      }
-      double mean_rms = 0;
-      for (int i = 0; i < head_dim_; ++i) mean_rms += std::sqrt(ss[i] / (kPage - 1));
-      mean_rms /= head_dim_;
-      scale.resize(head_dim_);
-      for (int i = 0; i < head_dim_; ++i) {
-        scale[i] = static_cast<float>(std::max(std::sqrt(ss[i] / (kPage - 1)), 1e-3 * mean_rms + 1e-20));
-      }
-      for (int t = 0; t < kPage; ++t) {
-        for (int i = 0; i < head_dim_; ++i) stage[size_t(t) * head_dim_ + i] /= scale[i];
-      }
+namespace {
+
+// Per-channel RMS over tokens [1, kPage) of rows [kPage][d] (token 0, an attention sink, left out), floored at
+// 1e-3 of the mean RMS so that a dead channel cannot blow up a division.
+std::vector<double> ChannelRms(const std::vector<float>& rows, int d) {
+  std::vector<double> rms(d, 0.0);
+  for (int t = 1; t < kPage; ++t) {
+    for (int i = 0; i < d; ++i) rms[i] += double(rows[size_t(t) * d + i]) * rows[size_t(t) * d + i];
+  }
+  double mean = 0;
+  for (double& r : rms) {
+    r = std::sqrt(r / (kPage - 1));
+    mean += r;
+  }
+  mean /= d;
+  for (double& r : rms) r = std::max(r, 1e-3 * mean + 1e-20);
+  return rms;
+}
+
+}  // namespace
+
+void SequenceKv::FixTransform(const HeadKvFormat& f, HeadPages& h) {
+  // When a head's first page fills, its rows fix the transform every later row of the head goes through (the f16
+  // tail included), so all its pages stay in one domain. Both are exact for attention:
+  // - compressed K: keys are stored as (k - mean) / scale and the query is multiplied by scale, so every score
+  //   moves by the same -q.mean, which the softmax ignores. scale = (channel RMS / mean RMS)^kKeyScalePower:
+  //   the mean removes the keys' large common offset; the partial equalization evens the channels that the
+  //   rotation mixes without amplifying the error of the small ones too much (full equalization measured worse).
+  // - compressed V: values are stored divided by the channel RMS and Attend multiplies the output by it
+  //   (out = sum_t p_t v_t = scale * sum_t p_t (v_t / scale)).
+  constexpr double kKeyScalePower = 0.4;
+  const int d = head_dim_;
+  HeadTransform& x = h.xf;
+  if (f.k != KvFormat::kF16) {
+    std::vector<double> sum(d, 0.0);
+    for (int t = 1; t < kPage; ++t) {
+      for (int i = 0; i < d; ++i) sum[i] += h.k_stage[size_t(t) * d + i];
+    }
+    x.k_mean.resize(d);
+    for (int i = 0; i < d; ++i) x.k_mean[i] = static_cast<float>(sum[i] / (kPage - 1));
+    for (int t = 0; t < kPage; ++t) {
+      for (int i = 0; i < d; ++i) h.k_stage[size_t(t) * d + i] -= x.k_mean[i];
+    }
+    const std::vector<double> rms = ChannelRms(h.k_stage, d);
+    double mean = 0;
+    for (double r : rms) mean += r / d;
+    x.k_scale.resize(d);
+    for (int i = 0; i < d; ++i) x.k_scale[i] = static_cast<float>(std::pow(rms[i] / mean, kKeyScalePower));
+    for (int t = 0; t < kPage; ++t) {
+      for (int i = 0; i < d; ++i) h.k_stage[size_t(t) * d + i] /= x.k_scale[i];
     }
   }
+  if (f.v != KvFormat::kF16) {
+    const std::vector<double> rms = ChannelRms(h.v_stage, d);
+    x.v_scale.assign(rms.begin(), rms.end());
+    for (int t = 0; t < kPage; ++t) {
+      for (int i = 0; i < d; ++i) h.v_stage[size_t(t) * d + i] /= x.v_scale[i];
+    }
+  }
+}
+
+Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
+  const HeadKvFormat& f = layout_->head(layer, head);
+  if (h.full.empty()) FixTransform(f, h);
   // One page in the store: K bytes, then V bytes.
   TQ_ASSIGN_OR_RETURN(size_t k_bytes, kernels::PageBytes(f.k, head_dim_));
   TQ_ASSIGN_OR_RETURN(size_t v_bytes, kernels::PageBytes(f.v, head_dim_));
@@ -423,7 +464,7 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
     info.prefix_hash = page_hashes_[info.page_index].first;
     info.parent_hash = page_hashes_[info.page_index].second;
   }
-  if (info.page_index == 0) info.v_scale = h.v_scale;
+  if (info.page_index == 0) info.transform = h.xf;
   StatusOr<uint64_t> id = store_ != nullptr ? store_->Store(f.cls, std::move(page), std::move(info))
                                             : StatusOr<uint64_t>(InternalError("no page store"));
   if (id.ok()) {
@@ -476,9 +517,16 @@ Status SequenceKv::Append(int layer, int pos, const float* k, const float* v) {
         TQ_RETURN_IF_ERROR(kernels::InitPage(header, tail));
         stage.resize(static_cast<size_t>(kPage) * head_dim_);
       }
-      const bool scaled = kv == 1 && !hp.v_scale.empty();
+      // Into the head's domain once its first page fixed the transform (FixTransform).
       float* staged = stage.data() + static_cast<size_t>(t) * head_dim_;
-      for (int i = 0; i < head_dim_; ++i) staged[i] = scaled ? src[i] / hp.v_scale[i] : src[i];
+      const HeadTransform& x = hp.xf;
+      if (kv == 0 && !x.k_mean.empty()) {
+        for (int i = 0; i < head_dim_; ++i) staged[i] = (src[i] - x.k_mean[i]) / x.k_scale[i];
+      } else if (kv == 1 && !x.v_scale.empty()) {
+        for (int i = 0; i < head_dim_; ++i) staged[i] = src[i] / x.v_scale[i];
+      } else {
+        std::copy_n(src, head_dim_, staged);
+      }
       src = staged;
       // f16 code group: row i holds coordinate i of the group's 16 tokens, 2 bytes each.
       uint8_t* group = tail.data() + cl.codes_offset + static_cast<size_t>(t / kernels::kGroupTokens) * cl.group_bytes;
@@ -565,11 +613,19 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
     refs.push_back({hp.k_tail.data(), hp.v_tail.data(), KvFormat::kF16, KvFormat::kF16, hp.tail_tokens});
   }
   kernels::AttentionStats stats;
+  thread_local std::vector<float> qs;  // the query in the keys' domain: q * k_scale
+  if (!hp.xf.k_scale.empty()) {
+    qs.assign(q, q + static_cast<size_t>(rows) * group * d);
+    for (size_t r = 0; r < qs.size(); r += d) {
+      for (int i = 0; i < d; ++i) qs[r + i] *= hp.xf.k_scale[i];
+    }
+    q = qs.data();
+  }
   TQ_RETURN_IF_ERROR(kernels::PrefillAttention(refs, d, q, rows, group, first_pos, {}, out, &stats));
   holds.clear();
-  if (!hp.v_scale.empty()) {
+  if (!hp.xf.v_scale.empty()) {
     for (size_t r = 0; r < static_cast<size_t>(rows) * group * d; r += d) {
-      for (int i = 0; i < d; ++i) out[r + i] *= hp.v_scale[i];
+      for (int i = 0; i < d; ++i) out[r + i] *= hp.xf.v_scale[i];
     }
   }
   if (scored) *scored += stats.scored;

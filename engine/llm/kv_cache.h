@@ -88,7 +88,8 @@ class KvLayout {
   bool all_paged() const;  // every layer stores pages (no plain f32 layer)
 
   // Online adaptation (engine/kv/adaptation.h): whether heads may move between ACTIVE and SPARSE (a ranked
-  // preset whose ACTIVE and SPARSE values are both compressed, so both keep the per-channel V scale), and a copy
+  // preset whose ACTIVE and SPARSE keys and values are all compressed, so both classes share a head's transform),
+  // and a copy
   // with new classes ([n_layers * n_kv_heads]; the boundary layers stay f16).
   bool adaptable() const;
   std::shared_ptr<const KvLayout> WithClasses(const std::vector<PrecisionClass>& classes) const;
@@ -147,8 +148,8 @@ class SequenceKv {
   int full_pages() const;
   // Page ids of page `page_index`: [n_layers * n_kv_heads]; 0 where a page is not in the store.
   std::vector<uint64_t> PageIdsAt(int page_index) const;
-  // Each head's value channel scale, [n_layers * n_kv_heads][head_dim or empty].
-  std::vector<std::vector<float>> VScales() const;
+  // Each head's transform (fixed by its first page), [n_layers * n_kv_heads].
+  std::vector<HeadTransform> Transforms() const;
   // Online adaptation: the layout whose formats the next full pages take (same shapes), and re-encoding of the
   // full pages of one head down to its current formats (pages with fewer bits stay as they are). Engine thread,
   // outside attention.
@@ -173,6 +174,7 @@ class SequenceKv {
  private:
   struct HeadPages;  // the pages of one (layer, KV head)
   Status EncodeFullPage(int layer, int head, HeadPages& hp);
+  void FixTransform(const HeadKvFormat& f, HeadPages& hp);
 
   void RecordFault(const Status& status) const;
 

@@ -21,7 +21,7 @@ struct SequenceKv::HeadPages {
   std::vector<Full> full;
   std::vector<uint8_t> k_tail, v_tail;  // f16 pages
   std::vector<float> k_stage, v_stage;  // [kPage][head_dim]
-  std::vector<float> v_scale;           // [head_dim] per-channel value scales once set (compressed V only)
+  HeadTransform xf;                     // fixed when the first page fills (FixTransform); empty before
   std::deque<std::vector<uint8_t>> overflow;  // pages no tier had room for
   int tail_tokens = 0;
 };

@@ -354,7 +354,7 @@ void Engine::OfferPages(Sequence& seq) {
     const uint64_t parent = k == 0 ? fingerprint_ : seq.hashes[k - 1];
     if (!cache_->Contains(seq.hashes[k])) {
       cache_->Insert(seq.hashes[k], parent, static_cast<uint32_t>(k), seq.kv.PageIdsAt(k),
-                     k == 0 ? seq.kv.VScales() : std::vector<std::vector<float>>{}, now);
+                     k == 0 ? seq.kv.Transforms() : std::vector<HeadTransform>{}, now);
     }
     seq.offered = k + 1;
   }
