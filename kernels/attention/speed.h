@@ -30,7 +30,7 @@ struct AttentionSpeed {
   double ratio_vs_f16 = 0.0;      // f16 ns_per_token / this ns_per_token (a speed-up: > 1 is faster)
   double bytes_per_token = 0.0;   // K + V page bytes per token (headers and norms included)
   double kv_read_gbps = 0.0;      // bytes_per_token / ns_per_token
-  double encode_ns_per_vector = 0.0;  // reference EncodePage time per vector
+  double encode_ns_per_vector = 0.0;  // EncodePage (SIMD) time per vector
 };
 
 struct SpeedReport {

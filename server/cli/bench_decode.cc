@@ -39,6 +39,37 @@ Status Prefill(const engine::Model& model, engine::SequenceKv& kv, int target, s
   return Status::Ok();
 }
 
+}  // namespace
+
+StatusOr<DecodeStep> MeasureDecodeStep(const ModelArgs& args, const std::string& kv_format, int ctx, int steps) {
+  TQ_ASSIGN_OR_RETURN(std::string path, ResolveModelPath(args));
+  TQ_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::Open(path));
+  engine::ThreadPool pool(args.threads);
+  engine::KvSpec spec = args.kv;
+  spec.k_format = spec.v_format = kv_format;
+  TQ_ASSIGN_OR_RETURN(auto layout, engine::KvLayout::Create(model->hparams(), spec));
+  engine::SequenceKv kv(layout, ctx + steps + 1);
+  std::mt19937 rng(1234);
+  TQ_RETURN_IF_ERROR(Prefill(*model, kv, ctx, rng, pool));
+  std::vector<float> logits;
+  int32_t next = 1;
+  const auto t0 = Clock::now();
+  for (int step = 0; step < steps; ++step) {
+    engine::BatchToken t{next, kv.n_tokens(), &kv, true};
+    TQ_RETURN_IF_ERROR(model->Forward({&t, 1}, pool, &logits));
+    next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+  DecodeStep result;
+  result.seconds = std::chrono::duration<double>(Clock::now() - t0).count() / steps;
+  result.threads = pool.size();
+  result.n_layers = model->hparams().n_layers;
+  result.n_kv_heads = model->hparams().n_kv_heads;
+  result.head_dim = model->hparams().head_dim;
+  return result;
+}
+
+namespace {
+
 int Run(const DecodeArgs& a) {
   auto path = ResolveModelPath(a.model);
   if (!path.ok()) {
