@@ -184,46 +184,68 @@ struct GroupList {
   }
 };
 
-// Coordinates K and K + 1 of unit u, over all active groups; two chains per (head, coordinate) by group parity.
+// Coordinates per value pass: with 32 registers (AVX-512) up to 4 coordinates of a unit share the loads of its code
+// rows (the 3-bit rows hold 8 coordinates, 2-bit 4, 1-bit 8); otherwise 2.
+template <int kBits>
+constexpr int PassDims() {
+  return std::min(UnitDims<kBits>(), kN >= 16 ? 4 : 2);
+}
+
+// v[c] = the table values of coordinate K + c of unit u for tokens [b * kN, b * kN + kN) of a group, c < kP.
+template <int kBits, int K, int kP, int C = 0>
+HWY_INLINE void LookupPass(const Lut& lut, const uint8_t* seg, int dims, int u, size_t b, VF* v) {
+  if constexpr (C < kP) {
+    v[C] = Lookup<kBits>(lut, IndexAt<kBits, K + C>(seg, dims, u, b));
+    LookupPass<kBits, K, kP, C + 1>(lut, seg, dims, u, b, v);
+  }
+}
+
+// Coordinates [K, K + PassDims) of unit u, over all active groups; one chain per (head, coordinate), or two by
+// group parity when there are fewer than 8 chains (FMA latency).
 // w: [G][kPageTokens] weights with norms folded in; acc: [G][head_dim][kN] at the segment's first coordinate.
 template <int kBits, int G, int K = 0>
 HWY_INLINE void AccumulateUnit(const uint8_t* codes, size_t group_bytes, size_t seg_offset, int dims, int u,
                                const GroupList& groups, const Lut& lut, const float* w, float* acc, int head_dim) {
   if constexpr (K < UnitDims<kBits>()) {
+    constexpr int kP = PassDims<kBits>();
+    constexpr int kPar = kP * G >= 8 ? 1 : 2;
     const DF df;
-    VF r[2][2][G];  // [parity][coordinate][head]
-    for (int par = 0; par < 2; ++par) {
-      for (int c = 0; c < 2; ++c) {
+    VF r[kPar][kP][G];  // [parity][coordinate][head]
+    for (int par = 0; par < kPar; ++par) {
+      for (int c = 0; c < kP; ++c) {
         for (int g = 0; g < G; ++g) r[par][c][g] = hn::Zero(df);
       }
     }
     auto step = [&](int par, int grp) HWY_ATTR {
       const uint8_t* seg = codes + grp * group_bytes + seg_offset;
       for (size_t b = 0; b < kBlocks; ++b) {
-        const VF v0 = Lookup<kBits>(lut, IndexAt<kBits, K>(seg, dims, u, b));
-        const VF v1 = Lookup<kBits>(lut, IndexAt<kBits, K + 1>(seg, dims, u, b));
+        VF v[kP];
+        LookupPass<kBits, K, kP>(lut, seg, dims, u, b, v);
         const size_t t = static_cast<size_t>(grp) * kGroupTokens + b * kN;
         for (int g = 0; g < G; ++g) {
           const VF wv = hn::LoadU(df, w + g * kPageTokens + t);
-          r[par][0][g] = hn::MulAdd(v0, wv, r[par][0][g]);
-          r[par][1][g] = hn::MulAdd(v1, wv, r[par][1][g]);
+          for (int c = 0; c < kP; ++c) r[par][c][g] = hn::MulAdd(v[c], wv, r[par][c][g]);
         }
       }
     };
     int k = 0;
-    for (; k + 1 < groups.count; k += 2) {
-      step(0, groups.index[k]);
-      step(1, groups.index[k + 1]);
-    }
-    if (k < groups.count) step(0, groups.index[k]);
-    const int i = u * UnitDims<kBits>() + K;
-    for (int g = 0; g < G; ++g) {
-      for (int c = 0; c < 2; ++c) {
-        float* a = acc + (static_cast<size_t>(g) * head_dim + i + c) * kN;
-        hn::StoreU(hn::Add(hn::LoadU(df, a), hn::Add(r[0][c][g], r[1][c][g])), df, a);
+    if constexpr (kPar == 2) {
+      for (; k + 1 < groups.count; k += 2) {
+        step(0, groups.index[k]);
+        step(1, groups.index[k + 1]);
       }
     }
-    AccumulateUnit<kBits, G, K + 2>(codes, group_bytes, seg_offset, dims, u, groups, lut, w, acc, head_dim);
+    for (; k < groups.count; ++k) step(0, groups.index[k]);
+    const int i = u * UnitDims<kBits>() + K;
+    for (int g = 0; g < G; ++g) {
+      for (int c = 0; c < kP; ++c) {
+        float* a = acc + (static_cast<size_t>(g) * head_dim + i + c) * kN;
+        VF sum = r[0][c][g];
+        if constexpr (kPar == 2) sum = hn::Add(sum, r[1][c][g]);
+        hn::StoreU(hn::Add(hn::LoadU(df, a), sum), df, a);
+      }
+    }
+    AccumulateUnit<kBits, G, K + kP>(codes, group_bytes, seg_offset, dims, u, groups, lut, w, acc, head_dim);
   }
 }
 
