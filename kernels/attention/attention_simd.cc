@@ -453,7 +453,7 @@ void RunChunk(const Plan& plan, int q0, int64_t token_limit, float threshold, fl
     const int groups = (n + kGroupTokens - 1) / kGroupTokens;
     if (next != nullptr) PrefetchPage(next->k, next->k_codec, next->num_tokens);
     ScorePage<G>(plan, page, q0, groups, scores);
-    unsigned active = 0;
+    VF vm[G];
     for (int g = 0; g < G; ++g) {
       float* s = scores + g * kPageTokens;
       for (int t = n; t < groups * kGroupTokens; ++t) s[t] = -std::numeric_limits<float>::infinity();
@@ -470,25 +470,35 @@ void RunChunk(const Plan& plan, int q0, int64_t token_limit, float threshold, fl
         }
       }
       m[g] = m_new;
-      const VF vm = hn::Set(df, static_cast<float>(m_new));
-      VF sum = hn::Zero(df);
-      float* pg = p + g * kPageTokens;
-      for (int grp = 0; grp < groups; ++grp) {
-        for (size_t b = 0; b < kBlocks; ++b) {
-          const int t = grp * kGroupTokens + static_cast<int>(b * kN);
-          const auto valid = hn::FirstN(df, static_cast<size_t>(std::max(0, std::min<int>(kN, n - t))));
-          const VF e = hn::IfThenElseZero(valid, hn::Exp(df, hn::Sub(hn::LoadU(df, s + t), vm)));
-          sum = hn::Add(sum, e);
-          const auto skip = hn::And(valid, hn::Lt(e, thr));
-          skipped += static_cast<int64_t>(hn::CountTrue(df, skip));
+      vm[g] = hn::Set(df, static_cast<float>(m_new));
+    }
+    // Numerators, all heads per block (independent exp chains). Padding lanes [n, 16 * groups) hold -inf scores, so
+    // their numerator is exactly 0 (Exp is 0 below -104): below any positive threshold, they are taken out of the
+    // skip count afterwards.
+    unsigned active = 0;
+    VF sum[G];
+    for (int g = 0; g < G; ++g) sum[g] = hn::Zero(df);
+    VI skip_count = hn::Zero(DI());
+    for (int grp = 0; grp < groups; ++grp) {
+      VF kept_max = hn::Zero(df);
+      for (size_t b = 0; b < kBlocks; ++b) {
+        const int t = grp * kGroupTokens + static_cast<int>(b * kN);
+        for (int g = 0; g < G; ++g) {
+          const VF e = hn::Exp(df, hn::Sub(hn::LoadU(df, scores + g * kPageTokens + t), vm[g]));
+          sum[g] = hn::Add(sum[g], e);
+          const auto skip = hn::Lt(e, thr);
+          skip_count = hn::Sub(skip_count, hn::VecFromMask(DI(), hn::RebindMask(DI(), skip)));
           const VF kept = hn::IfThenZeroElse(skip, e);
-          if (!hn::AllTrue(df, hn::Eq(kept, hn::Zero(df)))) active |= 1u << grp;
-          hn::StoreU(kept, df, pg + t);
+          kept_max = hn::Max(kept_max, kept);
+          hn::StoreU(kept, df, p + g * kPageTokens + t);
         }
       }
-      l[g] += hn::GetLane(hn::SumOfLanes(df, sum));
-      scored += n;
+      if (!hn::AllTrue(df, hn::Eq(kept_max, hn::Zero(df)))) active |= 1u << grp;
     }
+    for (int g = 0; g < G; ++g) l[g] += hn::GetLane(hn::SumOfLanes(df, sum[g]));
+    scored += static_cast<int64_t>(G) * n;
+    skipped += hn::GetLane(hn::SumOfLanes(DI(), skip_count)) -
+               (threshold > 0.0f ? static_cast<int64_t>(G) * (groups * kGroupTokens - n) : 0);
     if (next != nullptr) PrefetchPage(next->v, next->v_codec, next->num_tokens);
     if (active != 0) AccumulatePage<G>(plan, page, active, p, acc);
   }
