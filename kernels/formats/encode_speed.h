@@ -13,9 +13,9 @@ struct EncodeSpeed {
   double simd_ns_per_vector = 0.0;       // KvCodec::EncodePage (the best SIMD target of this CPU)
 };
 
-// Times both encoders on full pages of Gaussian vectors, one thread, alternating in `rounds` rounds of about
-// min_seconds / rounds each per encoder; each figure is the best round (the least disturbed by other load).
-// InvalidArgument for an unsupported (format, head_dim).
+// Times both encoders on full pages of Gaussian vectors, one thread, in thread CPU time, alternating in
+// `rounds` rounds of about min_seconds / rounds each per encoder; each figure is the best round (the least
+// disturbed by other load). InvalidArgument for an unsupported (format, head_dim).
 StatusOr<EncodeSpeed> MeasureEncodeSpeed(KvFormat format, int head_dim, double min_seconds, int rounds = 5);
 
 }  // namespace tq::kernels

@@ -87,6 +87,9 @@ Command AddBenchCommand(CLI::App& parent) {
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
   attention->add_option("--min-seconds", flags->speed.min_seconds, "Time per format")->capture_default_str();
+  attention->add_option("--rounds", flags->speed.rounds, "Rounds per format, alternating with f16; best round counts")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   attention->add_option("--formats", flags->formats, "Formats to measure (default: all; f16 always)");
   attention->add_flag("--json", flags->json, "Print a JSON list");
   CLI::App* decode = nullptr;
