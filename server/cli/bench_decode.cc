@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -41,7 +42,8 @@ Status Prefill(const engine::Model& model, engine::SequenceKv& kv, int target, s
 
 }  // namespace
 
-StatusOr<DecodeStep> MeasureDecodeStep(const ModelArgs& args, const std::string& kv_format, int ctx, int steps) {
+StatusOr<DecodeStep> MeasureDecodeStep(const ModelArgs& args, const std::string& kv_format, int ctx,
+                                       int steps) {
   TQ_ASSIGN_OR_RETURN(std::string path, ResolveModelPath(args));
   TQ_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::Open(path));
   engine::ThreadPool pool(args.threads);
@@ -53,14 +55,15 @@ StatusOr<DecodeStep> MeasureDecodeStep(const ModelArgs& args, const std::string&
   TQ_RETURN_IF_ERROR(Prefill(*model, kv, ctx, rng, pool));
   std::vector<float> logits;
   int32_t next = 1;
-  const auto t0 = Clock::now();
+  DecodeStep result;
+  result.seconds = std::numeric_limits<double>::infinity();
   for (int step = 0; step < steps; ++step) {
+    const auto t0 = Clock::now();
     engine::BatchToken t{next, kv.n_tokens(), &kv, true};
     TQ_RETURN_IF_ERROR(model->Forward({&t, 1}, pool, &logits));
     next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    result.seconds = std::min(result.seconds, std::chrono::duration<double>(Clock::now() - t0).count());
   }
-  DecodeStep result;
-  result.seconds = std::chrono::duration<double>(Clock::now() - t0).count() / steps;
   result.threads = pool.size();
   result.n_layers = model->hparams().n_layers;
   result.n_kv_heads = model->hparams().n_kv_heads;

@@ -51,10 +51,10 @@ int Run(const EncodeArgs& a) {
       step = *measured;
       char line[256];
       std::snprintf(line, sizeof line,
-                    "decode step at ctx %d, %s KV, %d threads: %.3f ms (%d layers x %d KV heads, "
-                    "head_dim %d)",
-                    a.decode_ctx, a.decode_format.c_str(), step.threads, step.seconds * 1e3, step.n_layers,
-                    step.n_kv_heads, step.head_dim);
+                    "decode step at ctx %d, %s KV, %d threads: %.3f ms, best of %d steps (%d layers x %d KV "
+                    "heads, head_dim %d)",
+                    a.decode_ctx, a.decode_format.c_str(), step.threads, step.seconds * 1e3, a.decode_steps,
+                    step.n_layers, step.n_kv_heads, step.head_dim);
       step_note = line;
     } else {
       step_note = "no decode step: " + measured.status().ToString();
@@ -96,7 +96,7 @@ int Run(const EncodeArgs& a) {
   }
   std::printf(
       "encode of one token's K and V for all %d layers x %d KV heads (%d vectors); 1 thread, SIMD target %s,"
-      " best of 5 rounds\n%s\n",
+      " best of 5 rounds (thread CPU time)\n%s\n",
       layers, kv_heads, vectors, kernels::ActiveSimdTarget().c_str(), step_note.c_str());
   std::printf("%-6s %4s %12s %12s %8s %11s %11s\n", "format", "dim", "ref us/tok", "simd us/tok", "speedup",
               "ref %step", "simd %step");
