@@ -195,12 +195,21 @@ void Quantize(const float* rows, int dims, const float* norm, const SegmentTable
         hn::StoreU(hn::DemoteTo(du8, code), du8, codes + i * kT + b * kN);
       }
     }
-  } else {  // branchless upper_bound over the 2^bits - 1 boundaries
+  } else {
+    // 8 bits: the high nibble by counting against every 16th boundary (in registers), then a branchless
+    // upper_bound over the 15 boundaries inside that block of 16 (4 gathers instead of 8).
+    static_assert(kLevels == 256);
+    VF coarse[15];
+    for (int j = 0; j < 15; ++j) coarse[j] = hn::Set(df, bounds[16 * j + 15]);
+    const VI sixteen = hn::Set(di, 16);
     for (int i = 0; i < dims; ++i) {
       for (size_t b = 0; b < kBlocks; ++b) {
         const VF t = hn::Div(hn::Load(df, rows + i * kT + b * kN), norm_v[b]);
         VI code = hn::Zero(di);
-        for (int step = kLevels / 2; step >= 1; step /= 2) {
+        for (int j = 0; j < 15; ++j) {
+          code = hn::Add(code, hn::IfThenZeroElse(hn::RebindMask(di, hn::Lt(t, coarse[j])), sixteen));
+        }
+        for (int step = 8; step >= 1; step /= 2) {
           const VF bound = hn::GatherIndex(df, bounds, hn::Add(code, hn::Set(di, step - 1)));
           code = hn::Add(code, hn::IfThenZeroElse(hn::RebindMask(di, hn::Lt(t, bound)), hn::Set(di, step)));
         }
