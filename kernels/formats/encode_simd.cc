@@ -5,6 +5,8 @@
 // products of fp32 values).
 #include "kernels/formats/encode_simd.h"
 
+#include <hwy/aligned_allocator.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -14,7 +16,6 @@
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/formats/encode_simd.cc"
-#include <hwy/aligned_allocator.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
