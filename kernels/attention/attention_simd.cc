@@ -6,6 +6,7 @@
 // gather). Scores accumulate per token group in registers (group-outer loop); values accumulate per coordinate in
 // lane-wise registers over all groups of a page (coordinate-outer loop) and are reduced across lanes once per call.
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -18,6 +19,7 @@
 #define HWY_TARGET_INCLUDE "kernels/attention/attention_simd.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
@@ -52,7 +54,10 @@ struct Lut {
 Lut MakeLut(const std::vector<float>& table) {
   Lut lut;
   const size_t size = table.size();
-  for (size_t i = 0; i < 16; ++i) lut.table16[i] = table[i % size];
+  assert(size >= 2 && (size & (size - 1)) == 0);  // 2^bits entries
+  // Replicated to 16 entries (i & (size - 1), not i % size: an integer division per entry cost 10% of tq3 decode
+  // attention, since a Lut is built per segment and page).
+  for (size_t i = 0; i < 16; ++i) lut.table16[i] = table[i & (size - 1)];
   if (size == 256) lut.table256 = table.data();
   const DF df;
   lut.lo = hn::LoadU(df, lut.table16);
@@ -184,46 +189,68 @@ struct GroupList {
   }
 };
 
-// Coordinates K and K + 1 of unit u, over all active groups; two chains per (head, coordinate) by group parity.
+// Coordinates per value pass: with 32 registers (AVX-512) up to 4 coordinates of a unit share the loads of its code
+// rows (the 3-bit rows hold 8 coordinates, 2-bit 4, 1-bit 8); otherwise 2.
+template <int kBits>
+constexpr int PassDims() {
+  return std::min(UnitDims<kBits>(), kN >= 16 ? 4 : 2);
+}
+
+// v[c] = the table values of coordinate K + c of unit u for tokens [b * kN, b * kN + kN) of a group, c < kP.
+template <int kBits, int K, int kP, int C = 0>
+HWY_INLINE void LookupPass(const Lut& lut, const uint8_t* seg, int dims, int u, size_t b, VF* v) {
+  if constexpr (C < kP) {
+    v[C] = Lookup<kBits>(lut, IndexAt<kBits, K + C>(seg, dims, u, b));
+    LookupPass<kBits, K, kP, C + 1>(lut, seg, dims, u, b, v);
+  }
+}
+
+// Coordinates [K, K + PassDims) of unit u, over all active groups; one chain per (head, coordinate), or two by
+// group parity when there are fewer than 8 chains (FMA latency).
 // w: [G][kPageTokens] weights with norms folded in; acc: [G][head_dim][kN] at the segment's first coordinate.
 template <int kBits, int G, int K = 0>
 HWY_INLINE void AccumulateUnit(const uint8_t* codes, size_t group_bytes, size_t seg_offset, int dims, int u,
                                const GroupList& groups, const Lut& lut, const float* w, float* acc, int head_dim) {
   if constexpr (K < UnitDims<kBits>()) {
+    constexpr int kP = PassDims<kBits>();
+    constexpr int kPar = kP * G >= 8 ? 1 : 2;
     const DF df;
-    VF r[2][2][G];  // [parity][coordinate][head]
-    for (int par = 0; par < 2; ++par) {
-      for (int c = 0; c < 2; ++c) {
+    VF r[kPar][kP][G];  // [parity][coordinate][head]
+    for (int par = 0; par < kPar; ++par) {
+      for (int c = 0; c < kP; ++c) {
         for (int g = 0; g < G; ++g) r[par][c][g] = hn::Zero(df);
       }
     }
     auto step = [&](int par, int grp) HWY_ATTR {
       const uint8_t* seg = codes + grp * group_bytes + seg_offset;
       for (size_t b = 0; b < kBlocks; ++b) {
-        const VF v0 = Lookup<kBits>(lut, IndexAt<kBits, K>(seg, dims, u, b));
-        const VF v1 = Lookup<kBits>(lut, IndexAt<kBits, K + 1>(seg, dims, u, b));
+        VF v[kP];
+        LookupPass<kBits, K, kP>(lut, seg, dims, u, b, v);
         const size_t t = static_cast<size_t>(grp) * kGroupTokens + b * kN;
         for (int g = 0; g < G; ++g) {
           const VF wv = hn::LoadU(df, w + g * kPageTokens + t);
-          r[par][0][g] = hn::MulAdd(v0, wv, r[par][0][g]);
-          r[par][1][g] = hn::MulAdd(v1, wv, r[par][1][g]);
+          for (int c = 0; c < kP; ++c) r[par][c][g] = hn::MulAdd(v[c], wv, r[par][c][g]);
         }
       }
     };
     int k = 0;
-    for (; k + 1 < groups.count; k += 2) {
-      step(0, groups.index[k]);
-      step(1, groups.index[k + 1]);
-    }
-    if (k < groups.count) step(0, groups.index[k]);
-    const int i = u * UnitDims<kBits>() + K;
-    for (int g = 0; g < G; ++g) {
-      for (int c = 0; c < 2; ++c) {
-        float* a = acc + (static_cast<size_t>(g) * head_dim + i + c) * kN;
-        hn::StoreU(hn::Add(hn::LoadU(df, a), hn::Add(r[0][c][g], r[1][c][g])), df, a);
+    if constexpr (kPar == 2) {
+      for (; k + 1 < groups.count; k += 2) {
+        step(0, groups.index[k]);
+        step(1, groups.index[k + 1]);
       }
     }
-    AccumulateUnit<kBits, G, K + 2>(codes, group_bytes, seg_offset, dims, u, groups, lut, w, acc, head_dim);
+    for (; k < groups.count; ++k) step(0, groups.index[k]);
+    const int i = u * UnitDims<kBits>() + K;
+    for (int g = 0; g < G; ++g) {
+      for (int c = 0; c < kP; ++c) {
+        float* a = acc + (static_cast<size_t>(g) * head_dim + i + c) * kN;
+        VF sum = r[0][c][g];
+        if constexpr (kPar == 2) sum = hn::Add(sum, r[1][c][g]);
+        hn::StoreU(hn::Add(hn::LoadU(df, a), sum), df, a);
+      }
+    }
+    AccumulateUnit<kBits, G, K + kP>(codes, group_bytes, seg_offset, dims, u, groups, lut, w, acc, head_dim);
   }
 }
 
@@ -393,6 +420,14 @@ void AccumulatePage(const Plan& plan, const PlannedPage& page, unsigned groups, 
   }
 }
 
+// Asks for the bytes (norms and codes) of a page ahead of use: about a page of work (1-2 us) hides the memory
+// latency that the hardware prefetchers leave exposed where a stream crosses into the next page.
+void PrefetchPage(const uint8_t* bytes, const KvCodec* codec, int num_tokens) {
+  const CodeLayout& layout = codec->layout();
+  const size_t used = layout.codes_offset + layout.group_bytes * ((num_tokens + kGroupTokens - 1) / kGroupTokens);
+  for (size_t off = layout.norms_offset; off < used; off += 64) hwy::Prefetch(bytes + off);
+}
+
 // Query heads [q0, q0 + G) over the first token_limit tokens; writes out[q0 .. q0 + G).
 template <int G>
 void RunChunk(const Plan& plan, int q0, int64_t token_limit, float threshold, float* out, AttentionStats* stats) {
@@ -409,13 +444,16 @@ void RunChunk(const Plan& plan, int q0, int64_t token_limit, float threshold, fl
   }
   int64_t position = 0, scored = 0, skipped = 0;
   const VF thr = hn::Set(df, threshold);
-  for (const PlannedPage& page : plan.pages) {
+  for (size_t pi = 0; pi < plan.pages.size(); ++pi) {
+    const PlannedPage& page = plan.pages[pi];
+    const PlannedPage* next = pi + 1 < plan.pages.size() ? &plan.pages[pi + 1] : nullptr;
     const int n = static_cast<int>(std::min<int64_t>(page.num_tokens, token_limit - position));
     position += page.num_tokens;
     if (n <= 0) break;
     const int groups = (n + kGroupTokens - 1) / kGroupTokens;
+    if (next != nullptr) PrefetchPage(next->k, next->k_codec, next->num_tokens);
     ScorePage<G>(plan, page, q0, groups, scores);
-    unsigned active = 0;
+    VF vm[G];
     for (int g = 0; g < G; ++g) {
       float* s = scores + g * kPageTokens;
       for (int t = n; t < groups * kGroupTokens; ++t) s[t] = -std::numeric_limits<float>::infinity();
@@ -432,25 +470,36 @@ void RunChunk(const Plan& plan, int q0, int64_t token_limit, float threshold, fl
         }
       }
       m[g] = m_new;
-      const VF vm = hn::Set(df, static_cast<float>(m_new));
-      VF sum = hn::Zero(df);
-      float* pg = p + g * kPageTokens;
-      for (int grp = 0; grp < groups; ++grp) {
-        for (size_t b = 0; b < kBlocks; ++b) {
-          const int t = grp * kGroupTokens + static_cast<int>(b * kN);
-          const auto valid = hn::FirstN(df, static_cast<size_t>(std::max(0, std::min<int>(kN, n - t))));
-          const VF e = hn::IfThenElseZero(valid, hn::Exp(df, hn::Sub(hn::LoadU(df, s + t), vm)));
-          sum = hn::Add(sum, e);
-          const auto skip = hn::And(valid, hn::Lt(e, thr));
-          skipped += static_cast<int64_t>(hn::CountTrue(df, skip));
+      vm[g] = hn::Set(df, static_cast<float>(m_new));
+    }
+    // Numerators, all heads per block (independent exp chains). Padding lanes [n, 16 * groups) hold -inf scores, so
+    // their numerator is exactly 0 (Exp is 0 below -104): below any positive threshold, they are taken out of the
+    // skip count afterwards.
+    unsigned active = 0;
+    VF sum[G];
+    for (int g = 0; g < G; ++g) sum[g] = hn::Zero(df);
+    VI skip_count = hn::Zero(DI());
+    for (int grp = 0; grp < groups; ++grp) {
+      VF kept_max = hn::Zero(df);
+      for (size_t b = 0; b < kBlocks; ++b) {
+        const int t = grp * kGroupTokens + static_cast<int>(b * kN);
+        for (int g = 0; g < G; ++g) {
+          const VF e = hn::Exp(df, hn::Sub(hn::LoadU(df, scores + g * kPageTokens + t), vm[g]));
+          sum[g] = hn::Add(sum[g], e);
+          const auto skip = hn::Lt(e, thr);
+          skip_count = hn::Sub(skip_count, hn::VecFromMask(DI(), hn::RebindMask(DI(), skip)));
           const VF kept = hn::IfThenZeroElse(skip, e);
-          if (!hn::AllTrue(df, hn::Eq(kept, hn::Zero(df)))) active |= 1u << grp;
-          hn::StoreU(kept, df, pg + t);
+          kept_max = hn::Max(kept_max, kept);
+          hn::StoreU(kept, df, p + g * kPageTokens + t);
         }
       }
-      l[g] += hn::GetLane(hn::SumOfLanes(df, sum));
-      scored += n;
+      if (!hn::AllTrue(df, hn::Eq(kept_max, hn::Zero(df)))) active |= 1u << grp;
     }
+    for (int g = 0; g < G; ++g) l[g] += hn::GetLane(hn::SumOfLanes(df, sum[g]));
+    scored += static_cast<int64_t>(G) * n;
+    skipped += hn::GetLane(hn::SumOfLanes(DI(), skip_count)) -
+               (threshold > 0.0f ? static_cast<int64_t>(G) * (groups * kGroupTokens - n) : 0);
+    if (next != nullptr) PrefetchPage(next->v, next->v_codec, next->num_tokens);
     if (active != 0) AccumulatePage<G>(plan, page, active, p, acc);
   }
   if (stats != nullptr) {

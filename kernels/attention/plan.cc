@@ -1,5 +1,6 @@
 #include "kernels/attention/plan.h"
 
+#include <cassert>
 #include <cmath>
 #include <string>
 
@@ -86,18 +87,20 @@ StatusOr<Plan> MakePlan(std::span<const KvPageRef> pages, int head_dim, const fl
     page.k = ref.k;
     page.v = ref.v;
     page.num_tokens = ref.num_tokens;
-    const std::string where = "page " + std::to_string(i);
     StatusOr<const KvCodec*> kc = CodecFor(ref.k, ref.k_format, head_dim, ref.num_tokens, prev_k, &page.k_scale);
-    if (!kc.ok()) return kc.status().WithContext(where + " keys");
+    if (!kc.ok()) return kc.status().WithContext("page " + std::to_string(i) + " keys");
     StatusOr<const KvCodec*> vc = CodecFor(ref.v, ref.v_format, head_dim, ref.num_tokens, prev_v, &page.v_scale);
-    if (!vc.ok()) return vc.status().WithContext(where + " values");
+    if (!vc.ok()) return vc.status().WithContext("page " + std::to_string(i) + " values");
     page.k_codec = prev_k = *kc;
     page.v_codec = prev_v = *vc;
-    for (const CodeSegment& seg : page.k_codec->layout().segments) {
-      page.k_domains.push_back(DomainIndex(plan, page.k_codec, seg.domain, q));
+    const std::vector<CodeSegment>& k_segments = page.k_codec->layout().segments;
+    const std::vector<CodeSegment>& v_segments = page.v_codec->layout().segments;
+    assert(k_segments.size() <= kMaxSegments && v_segments.size() <= kMaxSegments);
+    for (size_t s = 0; s < k_segments.size(); ++s) {
+      page.k_domains[s] = DomainIndex(plan, page.k_codec, k_segments[s].domain, q);
     }
-    for (const CodeSegment& seg : page.v_codec->layout().segments) {
-      page.v_domains.push_back(DomainIndex(plan, page.v_codec, seg.domain, q));
+    for (size_t s = 0; s < v_segments.size(); ++s) {
+      page.v_domains[s] = DomainIndex(plan, page.v_codec, v_segments[s].domain, q);
     }
     plan.pages.push_back(std::move(page));
   }

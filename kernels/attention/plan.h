@@ -2,6 +2,7 @@
 // (plain, rotated, sketch) with the query transformed into each. Internal to kernels/attention.
 #pragma once
 
+#include <array>
 #include <span>
 #include <vector>
 
@@ -12,6 +13,9 @@
 
 namespace tq::kernels::attention_internal {
 
+// Segments per CodeLayout: at most two (outlier formats: outliers and the rest; tq*p: MSE code and QJL signs).
+inline constexpr size_t kMaxSegments = 2;
+
 struct PlannedPage {
   const uint8_t* k = nullptr;
   const uint8_t* v = nullptr;
@@ -20,8 +24,8 @@ struct PlannedPage {
   float k_scale = 0.0f;  // int8 pages: the page scale
   float v_scale = 0.0f;
   int num_tokens = 0;
-  std::vector<int> k_domains;  // per K segment: index into Plan::domains
-  std::vector<int> v_domains;  // per V segment
+  std::array<int, kMaxSegments> k_domains = {};  // per K segment: index into Plan::domains
+  std::array<int, kMaxSegments> v_domains = {};  // per V segment
 };
 
 // One vector space that codes live in. The plain domain has codec == nullptr.

@@ -1,9 +1,13 @@
 // Decode-attention speed per KV format, as `tqserve bench attention` prints it.
 //
-// One decode step of a model reads every KV head's pages once, so the benchmark cycles through enough KV heads
-// (copies of a few encoded ones, laid out one after another like a page pool) that the f16 working set is
-// `working_set_mib` (default 1 GiB, far above the last-level cache): the numbers are for KV read from memory, as
-// at long context. `hot_ns_per_token` repeats one head instead (cache-resident KV: pure compute).
+// One decode step of a model reads every KV head's pages once, so the benchmark cycles through enough KV
+// heads (copies of a few encoded ones, laid out one after another like a page pool) that the f16 working set
+// is `working_set_mib` (default 1 GiB, far above the last-level cache): the numbers are for KV read from
+// memory, as at long context. `hot_ns_per_token` repeats one head instead (cache-resident KV: pure compute).
+// Times are thread CPU time (a preempted thread's lost time slices do not count); each format is timed in
+// `rounds` short rounds alternating with f16 rounds, and each figure is its best round: on a shared machine
+// the load changes from second to second, and a ratio of two adjacent best rounds is far steadier than a
+// ratio of two measurements taken seconds apart.
 #pragma once
 
 #include <string>
@@ -15,11 +19,12 @@
 namespace tq::kernels {
 
 struct SpeedOptions {
-  int ctx = 8192;              // cached tokens per KV head
+  int ctx = 8192;  // cached tokens per KV head
   int head_dim = 64;
-  int gqa = 3;                 // query heads per KV head
-  int working_set_mib = 1024;  // f16 bytes cycled through; every format uses the same number of heads
-  double min_seconds = 0.3;    // per format and mode
+  int gqa = 3;                    // query heads per KV head
+  int working_set_mib = 1024;     // f16 bytes cycled through; every format uses the same number of heads
+  double min_seconds = 0.3;       // per format and mode (f16: per format it is compared with)
+  int rounds = 5;                 // alternating f16 / format rounds
   std::vector<KvFormat> formats;  // empty: all, f16 first
 };
 
@@ -27,10 +32,11 @@ struct AttentionSpeed {
   KvFormat format = KvFormat::kF16;
   double ns_per_token = 0.0;      // decode attention time per cached token for one KV head group (cold KV)
   double hot_ns_per_token = 0.0;  // the same with one head's pages in cache
-  double ratio_vs_f16 = 0.0;      // f16 ns_per_token / this ns_per_token (a speed-up: > 1 is faster)
+  double ratio_vs_f16 = 0.0;      // f16 ns_per_token in the rounds beside this format's / this ns_per_token
+                                  // (a speed-up: > 1 is faster)
   double bytes_per_token = 0.0;   // K + V page bytes per token (headers and norms included)
   double kv_read_gbps = 0.0;      // bytes_per_token / ns_per_token
-  double encode_ns_per_vector = 0.0;  // reference EncodePage time per vector
+  double encode_ns_per_vector = 0.0;  // EncodePage (SIMD) time per vector
 };
 
 struct SpeedReport {
@@ -41,7 +47,7 @@ struct SpeedReport {
 
 StatusOr<SpeedReport> MeasureAttentionSpeed(const SpeedOptions& options);
 
-// GB/s of one thread summing a `bytes`-byte buffer (best of a few passes).
+// GB/s of one thread summing a `bytes`-byte buffer (best of a few passes, thread CPU time).
 double MeasureReadBandwidth(size_t bytes);
 
 }  // namespace tq::kernels

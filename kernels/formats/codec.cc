@@ -68,6 +68,7 @@ void KvCodec::BuildTransforms() {
   const int d = layout_.head_dim;
   rotations_.clear();
   tables_.assign(layout_.segments.size(), {});
+  encode_tables_.assign(layout_.segments.size(), {});
   channel_order_.clear();
   sketch_.clear();
   const FormatKind kind = GetFormatInfo(layout_.format).kind;
@@ -79,7 +80,9 @@ void KvCodec::BuildTransforms() {
     const CodeSegment& seg = layout_.segments[s];
     if (seg.domain == CodeDomain::kRotated) {
       rotations_.push_back(MakeHadamardRotation(seg.dims, SubSeed(seed_, s)));
-      tables_[s] = LloydMaxCodebook(seg.dims, seg.bits).centroids;
+      const Codebook& book = LloydMaxCodebook(seg.dims, seg.bits);
+      tables_[s] = book.centroids;
+      encode_tables_[s] = {book.boundaries, book.centroids, MakeHadamardParams(seg.dims, SubSeed(seed_, s))};
     } else if (seg.domain == CodeDomain::kSketch) {
       const float a = static_cast<float>(std::sqrt(M_PI / 2.0) / d);
       tables_[s] = {-a, a};
@@ -202,21 +205,27 @@ void KvCodec::EncodeTq(const float* x, int token, uint8_t* page) const {
   }
 }
 
+void KvCodec::Int8ClampRange(const float* x, int n, PageHeader& header, float& lo, float& hi) const {
+  lo = -INFINITY;
+  hi = INFINITY;
+  if (!robust_clamp_) return;
+  const size_t count = static_cast<size_t>(n) * layout_.head_dim;
+  std::vector<float> v(x, x + count);
+  std::nth_element(v.begin(), v.begin() + count / 2, v.end());
+  const float median = v[count / 2];
+  for (float& e : v) e = std::abs(e - median);
+  std::nth_element(v.begin(), v.begin() + count / 2, v.end());
+  const float spread = 3.0f * 1.4826f * v[count / 2];
+  lo = median - spread;
+  hi = median + spread;
+  header.flags |= kPageFlagRobustClamp;
+}
+
 Status KvCodec::EncodeInt8(const float* x, int n, uint8_t* page, PageHeader& header) const {
   const int d = layout_.head_dim;
   const size_t count = static_cast<size_t>(n) * d;
-  float lo = -INFINITY, hi = INFINITY;
-  if (robust_clamp_) {
-    std::vector<float> v(x, x + count);
-    std::nth_element(v.begin(), v.begin() + count / 2, v.end());
-    const float median = v[count / 2];
-    for (float& e : v) e = std::abs(e - median);
-    std::nth_element(v.begin(), v.begin() + count / 2, v.end());
-    const float spread = 3.0f * 1.4826f * v[count / 2];
-    lo = median - spread;
-    hi = median + spread;
-    header.flags |= kPageFlagRobustClamp;
-  }
+  float lo = 0.0f, hi = 0.0f;
+  Int8ClampRange(x, n, header, lo, hi);
   float max_abs = 0.0f;
   for (size_t i = 0; i < count; ++i) {
     if (!std::isfinite(x[i])) return InvalidArgumentError("int8 encode: non-finite value");
@@ -237,7 +246,7 @@ Status KvCodec::EncodeInt8(const float* x, int n, uint8_t* page, PageHeader& hea
   return Status::Ok();
 }
 
-Status KvCodec::EncodePage(const float* x, int n, std::span<uint8_t> page) const {
+StatusOr<PageHeader> KvCodec::BeginEncode(int n, std::span<uint8_t> page) const {
   if (n < 1 || n > kPageTokens) {
     return InvalidArgumentError("EncodePage: " + std::to_string(n) + " tokens, need 1.." +
                                 std::to_string(kPageTokens));
@@ -246,14 +255,40 @@ Status KvCodec::EncodePage(const float* x, int n, std::span<uint8_t> page) const
     return InvalidArgumentError("EncodePage: buffer of " + std::to_string(page.size()) + " bytes, need " +
                                 std::to_string(layout_.page_bytes));
   }
-  const int d = layout_.head_dim;
   PageHeader header;
   header.format = static_cast<uint8_t>(layout_.format);
-  header.head_dim = static_cast<uint16_t>(d);
+  header.head_dim = static_cast<uint16_t>(layout_.head_dim);
   header.num_tokens = static_cast<uint16_t>(n);
   header.seed = IsRotated(layout_.format) ? seed_ : 0;
   header.outlier_mask = outlier_mask_;
   std::memset(page.data(), 0, layout_.page_bytes);
+  return header;
+}
+
+Status KvCodec::EncodePage(const float* x, int n, std::span<uint8_t> page) const {
+  TQ_ASSIGN_OR_RETURN(PageHeader header, BeginEncode(n, page));
+  encode_internal::EncodeJob job;
+  job.layout = &layout_;
+  job.segments = encode_tables_.data();
+  job.channel_order = channel_order_.empty() ? nullptr : channel_order_.data();
+  job.sketch = sketch_.empty() ? nullptr : sketch_.data();
+  job.x = x;
+  job.n = n;
+  job.page = page.data();
+  if (GetFormatInfo(layout_.format).kind == FormatKind::kInt8) {
+    Int8ClampRange(x, n, header, job.int8_lo, job.int8_hi);
+  }
+  const encode_internal::EncodeResult result = encode_internal::EncodePageSimd(job);
+  if (!result.finite) return InvalidArgumentError("int8 encode: non-finite value");
+  header.scale = result.scale;
+  SealHeader(header);
+  std::memcpy(page.data(), &header, sizeof(header));
+  return Status::Ok();
+}
+
+Status KvCodec::EncodePageReference(const float* x, int n, std::span<uint8_t> page) const {
+  TQ_ASSIGN_OR_RETURN(PageHeader header, BeginEncode(n, page));
+  const int d = layout_.head_dim;
   switch (GetFormatInfo(layout_.format).kind) {
     case FormatKind::kFloat16:
       for (int token = 0; token < n; ++token) {

@@ -1,8 +1,9 @@
 // KvCodec: encodes and decodes whole pages of one format, with the state that format needs (rotation seed,
 // codebooks, outlier channel set, QJL projection). Shaped like faiss's Quantizer: Train, Encode, Decode.
 //
-// This is the scalar reference; it is never deleted. The attention kernels read the same pages through layout(),
-// SegmentTable() and the domain transforms below.
+// EncodePage runs the SIMD encoder (kernels/formats/encode_simd.cc, best target chosen once per page);
+// EncodePageReference and DecodePage are the scalar reference, never deleted, and the SIMD encoder writes the same
+// bytes. The attention kernels read the same pages through layout(), SegmentTable() and the domain transforms below.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/formats/encode_simd.h"
 #include "kernels/formats/format.h"
 #include "kernels/formats/page.h"
 #include "kernels/formats/rotation.h"
@@ -32,7 +34,10 @@ class KvCodec {
   // formats have nothing to learn.
   Status Train(const float* x, int n);
   // Encodes x: [n][head_dim], 1 <= n <= kPageTokens, into `page` (PageBytes() bytes), header included.
+  // SIMD; the bytes are those of EncodePageReference.
   Status EncodePage(const float* x, int n, std::span<uint8_t> page) const;
+  // The scalar reference encoder: same contract and output as EncodePage.
+  Status EncodePageReference(const float* x, int n, std::span<uint8_t> page) const;
   // Decodes the page's num_tokens vectors into x: [num_tokens][head_dim]. Validates the header and that it
   // matches this codec.
   Status DecodePage(std::span<const uint8_t> page, float* x) const;
@@ -61,6 +66,10 @@ class KvCodec {
  private:
   KvCodec(KvFormat format, int head_dim, uint64_t seed);
   void BuildTransforms();
+  // Checks the arguments, zeroes the page and returns its header (not yet sealed).
+  StatusOr<PageHeader> BeginEncode(int n, std::span<uint8_t> page) const;
+  // int8: the clamp range of x [n][head_dim] (+-inf without the robust clamp); sets the header flag.
+  void Int8ClampRange(const float* x, int n, PageHeader& header, float& lo, float& hi) const;
   void EncodeTq(const float* x, int token, uint8_t* page) const;
   Status EncodeInt8(const float* x, int n, uint8_t* page, PageHeader& header) const;
 
@@ -72,6 +81,7 @@ class KvCodec {
   std::vector<std::unique_ptr<Rotation>> rotations_;  // one per rotated segment
   std::vector<float> sketch_;       // tq*p: S, [head_dim][head_dim] row-major, i.i.d. N(0, 1)
   std::vector<std::vector<float>> tables_;
+  std::vector<encode_internal::SegmentTables> encode_tables_;  // per segment, for the SIMD encoder
 };
 
 }  // namespace tq::kernels

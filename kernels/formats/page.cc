@@ -1,7 +1,10 @@
 #include "kernels/formats/page.h"
 
+#include <algorithm>
 #include <bit>
+#include <cassert>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -16,6 +19,14 @@ void AddSegment(CodeLayout& layout, int first, int dims, int bits, int norm_slot
   CodeSegment seg{first, dims, bits, norm_slot, domain, layout.group_bytes};
   layout.segments.push_back(seg);
   layout.group_bytes += SegmentGroupBytes(dims, bits);
+}
+
+// MakeCodeLayout(format, head_dim).page_bytes without building the layout (no allocation): every segment of a
+// group holds 16 tokens x dims x bits / 8 bytes, and the segments' bits sum to CodeBitsPerVector.
+size_t PageBytesOf(KvFormat format, int head_dim) {
+  const size_t group_bytes = static_cast<size_t>(2) * CodeBitsPerVector(format, head_dim);
+  return kPageHeaderBytes + static_cast<size_t>(2) * kPageTokens * GetFormatInfo(format).norms +
+         group_bytes * (kPageTokens / kGroupTokens);
 }
 
 }  // namespace
@@ -50,19 +61,22 @@ CodeLayout MakeCodeLayout(KvFormat format, int head_dim) {
   layout.norms_offset = kPageHeaderBytes;
   layout.codes_offset = kPageHeaderBytes + static_cast<size_t>(2) * kPageTokens * layout.norms;
   layout.page_bytes = layout.codes_offset + layout.group_bytes * (kPageTokens / kGroupTokens);
+  assert(layout.page_bytes == PageBytesOf(format, head_dim));
   return layout;
 }
 
 StatusOr<size_t> PageBytes(KvFormat format, int head_dim) {
   TQ_RETURN_IF_ERROR(CheckSupported(format, head_dim));
-  return MakeCodeLayout(format, head_dim).page_bytes;
+  return PageBytesOf(format, head_dim);
 }
 
 uint32_t HeaderChecksum(const PageHeader& header) {
-  PageHeader copy = header;
-  copy.checksum = 0;
   uint64_t words[sizeof(PageHeader) / 8];
-  std::memcpy(words, &copy, sizeof(words));
+  std::memcpy(words, &header, sizeof(words));
+  // The checksum field reads as zero (masked here rather than in a copy: a 4-byte store into a copy and 8-byte
+  // loads over it stall store forwarding, once per page header read).
+  static_assert(offsetof(PageHeader, checksum) == 24 && std::endian::native == std::endian::little);
+  words[3] &= 0xffffffff00000000ull;
   // Each step is a bijection of the running hash and of the word, so any change to one word changes the 64-bit
   // hash; the 32-bit result is its fold.
   uint64_t hash = 0x6a09e667f3bcc908ull;
@@ -117,17 +131,22 @@ StatusOr<PageHeader> ReadPageHeader(std::span<const uint8_t> page) {
   } else if (header.scale != 0.0f) {
     return DataLossError("page header: scale set for a format without one");
   }
-  int outliers = 0, stray = 0;
-  for (int byte = 0; byte < kMaxHeadDim / 8; ++byte) {
-    for (uint8_t bits = header.outlier_mask[byte]; bits != 0; bits = static_cast<uint8_t>(bits & (bits - 1))) {
-      (byte < header.head_dim / 8 ? outliers : stray) += 1;
-    }
+  int outliers = 0, stray = 0;  // mask bits below head_dim, and at or above it
+  uint64_t words[kMaxHeadDim / 64];
+  static_assert(sizeof(words) == sizeof(header.outlier_mask));
+  std::memcpy(words, header.outlier_mask.data(), sizeof(words));
+  for (int w = 0; w < kMaxHeadDim / 64; ++w) {
+    if (words[w] == 0) continue;  // the common case (no outlier format); popcount is a library call on x86-64 v1
+    const int below = std::clamp(header.head_dim - 64 * w, 0, 64);
+    const uint64_t keep = below == 64 ? ~0ull : (1ull << below) - 1;
+    outliers += std::popcount(words[w] & keep);
+    stray += std::popcount(words[w] & ~keep);
   }
   if (stray != 0 || outliers != OutlierChannels(*format, header.head_dim)) {
     return DataLossError("page header: outlier channel set has " + std::to_string(outliers + stray) +
                          " channels, expected " + std::to_string(OutlierChannels(*format, header.head_dim)));
   }
-  const size_t bytes = MakeCodeLayout(*format, header.head_dim).page_bytes;
+  const size_t bytes = PageBytesOf(*format, header.head_dim);
   if (page.size() < bytes) {
     return DataLossError("page of " + std::to_string(page.size()) + " bytes, format needs " +
                          std::to_string(bytes));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <utility>
 
 #include "kernels/formats/rng.h"
 
@@ -41,14 +42,11 @@ void BlockHadamard(float* x, int dim) {
 
 class HadamardRotation final : public Rotation {
  public:
-  HadamardRotation(int dim, uint64_t seed) : dim_(dim), rounds_(IsPowerOfTwo(dim) ? 1 : 2) {
-    Rng rng(seed);
-    for (int r = 0; r < rounds_; ++r) {
-      signs_[r].resize(dim);
-      for (float& s : signs_[r]) s = rng.Sign();
-      if (rounds_ > 1) perms_[r] = rng.Permutation(dim);
-    }
-  }
+  explicit HadamardRotation(HadamardParams params)
+      : dim_(params.dim),
+        rounds_(params.rounds),
+        signs_{std::move(params.signs[0]), std::move(params.signs[1])},
+        perms_{std::move(params.perms[0]), std::move(params.perms[1])} {}
   int dim() const override { return dim_; }
 
   void Forward(const float* x, float* y) const override {
@@ -146,9 +144,23 @@ class DenseRotation final : public Rotation {
 
 }  // namespace
 
+HadamardParams MakeHadamardParams(int dim, uint64_t seed) {
+  assert(dim >= 1);
+  HadamardParams params;
+  params.dim = dim;
+  params.rounds = IsPowerOfTwo(dim) ? 1 : 2;
+  Rng rng(seed);
+  for (int r = 0; r < params.rounds; ++r) {
+    params.signs[r].resize(dim);
+    for (float& s : params.signs[r]) s = rng.Sign();
+    if (params.rounds > 1) params.perms[r] = rng.Permutation(dim);
+  }
+  return params;
+}
+
 std::unique_ptr<Rotation> MakeHadamardRotation(int dim, uint64_t seed) {
   assert(dim >= 1);
-  return std::make_unique<HadamardRotation>(dim, seed);
+  return std::make_unique<HadamardRotation>(MakeHadamardParams(dim, seed));
 }
 
 std::unique_ptr<Rotation> MakeDenseRotation(int dim, uint64_t seed) {

@@ -24,7 +24,20 @@ class Rotation {
   virtual void Inverse(const float* y, float* x) const = 0;
 };
 
+// The seeded parameters of the randomized Hadamard rotation of `dim` coordinates, for kernels that apply it their
+// own way (the SIMD encoder). Round r: x <- x[perm[r][i]] (rounds == 2 only), x <- x * signs[r], then the normalized
+// block Hadamard (blocks of the binary decomposition of dim, largest first; each block: unnormalized fast
+// Walsh-Hadamard transform, stages h = 1, 2, 4, ..., then a multiply by the float 1 / sqrt(block)).
+struct HadamardParams {
+  int dim = 0;
+  int rounds = 1;                // 1 for a power-of-two dim, else 2
+  std::vector<float> signs[2];   // [dim] of +-1 per round
+  std::vector<int> perms[2];     // [dim] per round, empty when rounds == 1
+};
+
 // Precondition: dim >= 1.
+HadamardParams MakeHadamardParams(int dim, uint64_t seed);
+// Precondition: dim >= 1. Applies MakeHadamardParams(dim, seed).
 std::unique_ptr<Rotation> MakeHadamardRotation(int dim, uint64_t seed);
 std::unique_ptr<Rotation> MakeDenseRotation(int dim, uint64_t seed);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -164,6 +165,39 @@ int Run(const DecodeArgs& a) {
 }
 
 }  // namespace
+
+StatusOr<DecodeStep> MeasureDecodeStep(const ModelArgs& args, const std::string& kv_format, int ctx,
+                                       int steps) {
+  TQ_ASSIGN_OR_RETURN(std::string path, ResolveModelPath(args));
+  TQ_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::Open(path));
+  engine::ThreadPool pool(args.threads);
+  engine::KvSpec spec = args.kv;
+  spec.k_format = spec.v_format = kv_format;
+  TQ_ASSIGN_OR_RETURN(auto layout, engine::KvLayout::Create(model->hparams(), spec));
+  TQ_ASSIGN_OR_RETURN(auto store, engine::KvPageStore::Open(engine::KvStoreOptions{}, layout->class_page_bytes()));
+  engine::SequenceKv kv(layout, ctx + steps + 1, store.get());
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> token(1, model->hparams().vocab_size - 1);
+  std::vector<int32_t> tokens(ctx);
+  for (int32_t& t : tokens) t = token(rng);
+  TQ_RETURN_IF_ERROR(Prefill(*model, kv, tokens, ctx, pool));
+  std::vector<float> logits;
+  int32_t next = 1;
+  DecodeStep result;
+  result.seconds = std::numeric_limits<double>::infinity();
+  for (int step = 0; step < steps; ++step) {
+    const auto t0 = Clock::now();
+    engine::BatchToken t{next, kv.n_tokens(), &kv, true};
+    TQ_RETURN_IF_ERROR(model->Forward({&t, 1}, pool, &logits));
+    next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    result.seconds = std::min(result.seconds, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  result.threads = pool.size();
+  result.n_layers = model->hparams().n_layers;
+  result.n_kv_heads = model->hparams().n_kv_heads;
+  result.head_dim = model->hparams().head_dim;
+  return result;
+}
 
 std::function<int()> AddBenchDecode(CLI::App* bench, CLI::App** subcommand) {
   auto args = std::make_shared<DecodeArgs>();

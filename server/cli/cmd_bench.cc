@@ -8,6 +8,7 @@
 #include "kernels/attention/speed.h"
 #include "kernels/formats/format.h"
 #include "server/cli/bench_decode.h"
+#include "server/cli/bench_encode.h"
 #include "server/cli/commands.h"
 
 namespace tq::cli {
@@ -63,7 +64,8 @@ int RunBenchAttention(BenchFlags& flags) {
                 s.ns_per_token, s.ratio_vs_f16, s.hot_ns_per_token, s.bytes_per_token, s.kv_read_gbps,
                 s.encode_ns_per_vector * kModelVectors / 1e3);
   }
-  std::printf("* encode of one token's K and V for all 30 x 3 KV heads of the default model (reference encoder)\n");
+  std::printf("* encode of one token's K and V for all 30 x 3 KV heads of the default model (SIMD encoder; "
+              "`tqserve bench encode` compares it with the reference)\n");
   return kExitOk;
 }
 
@@ -85,12 +87,19 @@ Command AddBenchCommand(CLI::App& parent) {
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
   attention->add_option("--min-seconds", flags->speed.min_seconds, "Time per format")->capture_default_str();
+  attention->add_option("--rounds", flags->speed.rounds, "Rounds per format, alternating with f16; best round counts")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   attention->add_option("--formats", flags->formats, "Formats to measure (default: all; f16 always)");
   attention->add_flag("--json", flags->json, "Print a JSON list");
   CLI::App* decode = nullptr;
   std::function<int()> run_decode = AddBenchDecode(app, &decode);
-  return Command{app, [flags, decode, run_decode] {
-                   return decode->parsed() ? run_decode() : RunBenchAttention(*flags);
+  CLI::App* encode = nullptr;
+  std::function<int()> run_encode = AddBenchEncode(app, &encode);
+  return Command{app, [flags, decode, run_decode, encode, run_encode] {
+                   if (decode->parsed()) return run_decode();
+                   if (encode->parsed()) return run_encode();
+                   return RunBenchAttention(*flags);
                  }};
 }
 

@@ -208,6 +208,13 @@ TEST(PageLayout, SegmentsAndSizes) {
   EXPECT_EQ(prod.segments[1].domain, CodeDomain::kSketch);
   CodeLayout f16 = MakeCodeLayout(KvFormat::kF16, 64);
   EXPECT_EQ(f16.page_bytes, 64u + 128 * 128);
+  // PageBytes (no layout built) agrees with the layout for every format and head_dim.
+  for (const FormatInfo& info : kFormatTable) {
+    for (int d = kMinHeadDim; d <= kMaxHeadDim; d += 16) {
+      if (!CheckSupported(info.format, d).ok()) continue;
+      EXPECT_EQ(*PageBytes(info.format, d), MakeCodeLayout(info.format, d).page_bytes) << info.name << " " << d;
+    }
+  }
 }
 
 TEST(PageLayout, CodesRoundTripThroughSetAndGet) {
