@@ -255,15 +255,13 @@ class Server:
         self.name, self.cmd, self.port, self.ready_path, self.env = name, cmd, port, ready_path, env or {}
         self.log_path, self.model_id, self.ignore_eos_field = log_path, model_id, ignore_eos_field
         self.proc = None
-        self.nice = 0
 
     def start(self, timeout=120):
         self.log = open(self.log_path, "ab")
         self.log.write(("\n$ %s%s\n" % ("".join("%s=%s " % kv for kv in self.env.items()), " ".join(self.cmd))).encode())
         self.log.flush()
         self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=dict(os.environ, **self.env),
-                                     preexec_fn=(lambda: os.nice(self.nice)) if self.nice else None)
+                                     env=dict(os.environ, **self.env))
         t0 = time.time()
         while time.time() - t0 < timeout:
             if self.proc.poll() is not None:
@@ -315,7 +313,6 @@ def make_server(name, args, concurrency, log_dir):
     else:
         threads = int(name.split(":", 1)[1]) if ":" in name else None
         srv = llama_server(args, concurrency, log_dir, threads, name)
-    srv.nice = args.nice
     return srv
 
 
@@ -522,14 +519,15 @@ def main():
     p.add_argument("--threads", type=int, default=2, help="forward-pass threads of each server")
     p.add_argument("--concurrency", default="1,2,4,8,16,32", help="comma-separated levels")
     p.add_argument("--requests", type=int, default=0,
-                   help="requests per level; 0 = max(16, 3 x concurrency) (the sweep), 4 x concurrency (--quick)")
+                   help="requests per level; 0 = max(16, 3 x concurrency) (the sweep), 2 x concurrency (--quick)")
     p.add_argument("--servers", default="tqserve,llama-server",
                    help="comma-separated: tqserve, llama-server (--threads threads), llama-server:T (T threads)")
     p.add_argument("--level-timeout", type=float, default=300,
                    help="seconds after which a level starts no new request (those are counted as cut)")
-    p.add_argument("--llama-omp-wait-policy", default="passive", choices=["passive", "active", "default"],
-                   help="OMP_WAIT_POLICY of llama-server (its OpenMP threads spin at barriers by default, which "
-                        "collapses its speed when other processes share the cores)")
+    p.add_argument("--llama-omp-wait-policy", default="default", choices=["passive", "active", "default"],
+                   help="OMP_WAIT_POLICY of llama-server; default: unset (its OpenMP threads spin at barriers, "
+                        "which collapses its speed when other processes take the cores; passive helps there, "
+                        "--nice helps more)")
     p.add_argument("--quick", action="store_true", help="levels 1,4,16, few and shorter requests (< 2 minutes)")
     p.add_argument("--soak", type=float, default=0, help="seconds of a soak run instead of the sweep")
     p.add_argument("--soak-clients", type=int, default=16)
@@ -554,7 +552,30 @@ def main():
     args = p.parse_args()
 
     if args.nice:
-        os.nice(args.nice)
+        os.nice(args.nice)  # the servers inherit it
+        old = set_autogroup_nice(args.nice)
+    try:
+        run(args, p)
+    finally:
+        if args.nice and old is not None:
+            set_autogroup_nice(old)
+
+
+def set_autogroup_nice(nice):
+    """With scheduler autogroups, niceness counts only within the session's group; the group's own niceness
+    (shared by this session's processes, servers included) decides its share against other sessions. Returns the
+    group's previous niceness (None without autogroups)."""
+    try:
+        with open("/proc/self/autogroup") as f:
+            old = int(f.read().split()[-1])
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(str(nice))
+        return old
+    except (OSError, ValueError):
+        return None
+
+
+def run(args, p):
     servers = [s.strip() for s in args.servers.split(",") if s.strip()]
     for s in servers:
         if s not in ("tqserve", "llama-server") and not (s.startswith("llama-server:") and s[13:].isdigit()):
@@ -590,7 +611,7 @@ def main():
             tq = make_server("tqserve", args, max(levels_list), log_dir)
             tq.start()
         for c in levels_list:
-            n = args.requests or (4 * c if args.quick else max(16, 3 * c))
+            n = args.requests or (2 * c if args.quick else max(16, 3 * c))
             reqs = make_workload(args.seed, n, max_out_cap)
             levels[c] = {}
             for name in servers:
