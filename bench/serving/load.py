@@ -502,10 +502,17 @@ def soak(args, name, log_dir):
           "TPOT p50/p99 %.0f/%.0f ms"
           % (server.name, wall, args.soak_clients, s["requests"], s["errors"], s["output_tok_s"], s["ttft_p50"] * 1e3,
              s["ttft_p99"] * 1e3, s["tpot_p50"] * 1e3, s["tpot_p99"] * 1e3))
-    print("RSS (MiB): first %.1f, last %.1f, max %.1f; slope %+.3f MiB/min overall, %+.3f MiB/min over the second "
-          "half (%d samples)" % (report["rss_first_mib"], report["rss_last_mib"], report["rss_max_mib"],
-                                 report["rss_slope_mib_per_min"], report["rss_slope_second_half_mib_per_min"],
-                                 len(samples)))
+    first_half = [v for t, v in samples if t < wall / 2]
+    second_half = [v for t, v in samples if t >= wall / 2]
+    report["rss_max_first_half_mib"] = max(first_half) if first_half else 0.0
+    report["rss_max_second_half_mib"] = max(second_half) if second_half else 0.0
+    print("RSS (MiB): first %.1f (before any request), last %.1f (after the clients stopped), max %.1f; max %.1f in "
+          "the first half, %.1f in the second; slope %+.3f MiB/min overall, %+.3f MiB/min over the second half "
+          "(%d samples)" % (report["rss_first_mib"], report["rss_last_mib"], report["rss_max_mib"],
+                            report["rss_max_first_half_mib"], report["rss_max_second_half_mib"],
+                            report["rss_slope_mib_per_min"], report["rss_slope_second_half_mib_per_min"],
+                            len(samples)))
+    print("RSS by minute (MiB): " + " ".join("%.0f" % v for t, v in samples if int(t) % 60 < args.soak_interval))
     for k, v in s["error_kinds"].items():
         print("errors: %d x %s" % (v, k))
     return report
