@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Load benchmark: tqserve vs llama.cpp's llama-server, same model, same threads, same workload, side by side.
 
-  python3 bench/serving/load.py [--quick] [--concurrency 1,2,4,8,16,32] [--requests N] [--json FILE]
+  python3 bench/serving/load.py [--quick] [--concurrency 1,2,4,8,16,32] [--requests N] [--json FILE] [--nice -10]
   python3 bench/serving/load.py --soak 600 [--servers tqserve]       # RSS over time at 16 clients
+
+On a machine shared with other work, --nice -10 (as root) keeps the others from taking the cores mid-run; the
+table's `other` column shows how much CPU the rest of the machine used during each measurement.
 
 The script starts each server itself (tqserve: build/tqserve serve; llama-server: scripts/build-llama-server.sh
 builds it once), waits for readiness and drives /v1/chat/completions with streamed requests from closed-loop
@@ -535,7 +538,8 @@ def main():
                    help="OMP_WAIT_POLICY of llama-server; default: unset (its OpenMP threads spin at barriers, "
                         "which collapses its speed when other processes take the cores; passive helps there, "
                         "--nice helps more)")
-    p.add_argument("--quick", action="store_true", help="levels 1,4,16, few and shorter requests (< 2 minutes)")
+    p.add_argument("--quick", action="store_true",
+                   help="levels 1,4,16, 2 x concurrency requests of at most 32 tokens (< 2 minutes)")
     p.add_argument("--soak", type=float, default=0, help="seconds of a soak run instead of the sweep")
     p.add_argument("--soak-clients", type=int, default=16)
     p.add_argument("--soak-interval", type=float, default=5.0, help="seconds between RSS samples")
@@ -607,7 +611,7 @@ def run(args, p):
     if args.quick:
         levels_list = [1, 4, 16] if args.concurrency == p.get_default("concurrency") else \
             [int(x) for x in args.concurrency.split(",")]
-        max_out_cap = 64
+        max_out_cap = 32
     else:
         levels_list = [int(x) for x in args.concurrency.split(",")]
         max_out_cap = None
