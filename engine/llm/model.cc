@@ -75,18 +75,26 @@ void AddBias(float* y, const Weight& bias, int64_t batch) {
 }
 
 // Rotates each head of x ([n_heads, head_dim]) by position `pos`.
-void Rope(float* x, int n_heads, int head_dim, int n_rot, int pos, float base, RopeStyle style) {
+// cos and sin of the rotation angles of position `pos`: [n_rot / 2] each (the same for every layer).
+void RopeAngles(int n_rot, int pos, float base, float* c, float* s) {
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const double theta = pos * std::pow(static_cast<double>(base), -2.0 * i / n_rot);
+    c[i] = static_cast<float>(std::cos(theta));
+    s[i] = static_cast<float>(std::sin(theta));
+  }
+}
+
+// Rotates the first n_rot dims of each head of x: [n_heads][head_dim] by the angles of RopeAngles.
+void Rope(float* x, int n_heads, int head_dim, int n_rot, const float* c, const float* s, RopeStyle style) {
   const int half = n_rot / 2;
   for (int i = 0; i < half; ++i) {
-    const double theta = pos * std::pow(static_cast<double>(base), -2.0 * i / n_rot);
-    const float c = static_cast<float>(std::cos(theta)), s = static_cast<float>(std::sin(theta));
     for (int h = 0; h < n_heads; ++h) {
       float* v = x + h * head_dim;
       const int a = style == RopeStyle::kAdjacent ? 2 * i : i;
       const int b = style == RopeStyle::kAdjacent ? 2 * i + 1 : i + half;
       const float x0 = v[a], x1 = v[b];
-      v[a] = x0 * c - x1 * s;
-      v[b] = x0 * s + x1 * c;
+      v[a] = x0 * c[i] - x1 * s[i];
+      v[b] = x0 * s[i] + x1 * c[i];
     }
   }
 }
@@ -154,6 +162,12 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     if (std::find(seqs.begin(), seqs.end(), t.kv) == seqs.end()) seqs.push_back(t.kv);
   }
   for (SequenceKv* kv : seqs) kv->PrefetchLayer(0);
+  // RoPE angles per token, computed once for all layers: [B][n_rot / 2] cos and sin.
+  const int half = hp.n_rot / 2;
+  std::vector<float> rope_cos(B * half), rope_sin(B * half);
+  for (int64_t b = 0; b < B; ++b) {
+    RopeAngles(hp.n_rot, batch[b].pos, hp.rope_base, rope_cos.data() + b * half, rope_sin.data() + b * half);
+  }
 
   for (int l = 0; l < hp.n_layers; ++l) {
     const LayerWeights& L = weights_.layers[l];
@@ -166,8 +180,10 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     AddBias(k.data(), L.bk, B);
     AddBias(v.data(), L.bv, B);
     for (int64_t b = 0; b < B; ++b) {
-      Rope(q.data() + b * q_dim, hp.n_heads, D, hp.n_rot, batch[b].pos, hp.rope_base, hp.arch->rope);
-      Rope(k.data() + b * kv_dim, hp.n_kv_heads, D, hp.n_rot, batch[b].pos, hp.rope_base, hp.arch->rope);
+      const float* c = rope_cos.data() + b * half;
+      const float* sn = rope_sin.data() + b * half;
+      Rope(q.data() + b * q_dim, hp.n_heads, D, hp.n_rot, c, sn, hp.arch->rope);
+      Rope(k.data() + b * kv_dim, hp.n_kv_heads, D, hp.n_rot, c, sn, hp.arch->rope);
       TQ_RETURN_IF_ERROR(batch[b].kv->Append(l, batch[b].pos, k.data() + b * kv_dim, v.data() + b * kv_dim));
     }
     // q of a KV head's query group is contiguous: [group][D] at kv_head * group * D within a token's q.
