@@ -142,3 +142,42 @@ def test_concurrency_limit_covers_grpc(grpc_pb):
         t.join()
     finally:
         assert d.stop() == 0
+
+
+def test_ready_is_503_while_the_model_loads():
+    """The HTTP listener starts before the model loads: probes get 503 {"status": "loading"} until it is ready."""
+    import json
+    import os
+    import subprocess
+    import tempfile
+    import time
+
+    from conftest import BIN, default_model, free_ports
+    if not os.path.exists(default_model()):
+        pytest.skip(f"{default_model()} is absent (run scripts/fetch-model.sh)")
+    port, = free_ports(1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TQ_") or k == "TQ_MODEL_DIR"}
+    log = tempfile.NamedTemporaryFile(prefix="tqserve-", suffix=".log", delete=False)
+    proc = subprocess.Popen([str(BIN), "serve", "--host", "127.0.0.1", "--http-port", str(port), "--grpc-port", "0",
+                             "--threads", "2"], stdout=log, stderr=subprocess.STDOUT, env=env)
+    seen = []
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                r = http_shim.get(f"http://127.0.0.1:{port}/ready", timeout=5)
+            except OSError:
+                time.sleep(0.002)
+                continue
+            seen.append((r.status, r.body))
+            if r.status == 200:
+                break
+        assert seen and seen[-1][0] == 200, seen[-3:]
+        loading = [json.loads(b) for s, b in seen if s == 503]
+        assert loading, "no 503 seen before ready (the model loaded before the listener answered once)"
+        assert all(b["status"] == "loading" for b in loading)
+        # /health answers 200 (alive) all along; a generation before ready would have been 503 too.
+        assert http_shim.get(f"http://127.0.0.1:{port}/health").status == 200
+    finally:
+        proc.terminate()
+        proc.wait(30)
