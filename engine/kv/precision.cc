@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -27,17 +28,36 @@ StatusOr<HeadProfile> LoadHeadProfile(const std::string& path) {
     p.n_layers = j.at("n_layers").get<int>();
     p.n_kv_heads = j.at("n_kv_heads").get<int>();
     p.queries = j.value("queries", int64_t{0});
+    p.method = j.value("method", std::string("concentration"));
+    p.format = j.value("format", std::string());
+    p.baseline_format = j.value("baseline_format", std::string());
+    for (const char* key : {"kld", "kld_baseline"}) {
+      if (!j.contains(key)) continue;
+      std::vector<double>& dst = std::string(key) == "kld" ? p.kld : p.kld_baseline;
+      for (const auto& row : j.at(key)) {
+        for (const auto& v : row) dst.push_back(v.get<double>());
+      }
+      if (dst.size() != static_cast<size_t>(p.n_layers) * p.n_kv_heads) {
+        return InvalidArgumentError("head profile " + path + ": '" + key + "' must be n_layers x n_kv_heads");
+      }
+    }
+    if (p.method != "concentration" && p.method != "sensitivity") {
+      return InvalidArgumentError("head profile " + path + ": unknown method '" + p.method + "'");
+    }
     const auto& rows = j.at("score");
-    if (p.n_layers <= 0 || p.n_kv_heads <= 0 || !rows.is_array() || static_cast<int>(rows.size()) != p.n_layers) {
+    if (p.n_layers <= 0 || p.n_kv_heads <= 0 || !rows.is_array() ||
+        static_cast<int>(rows.size()) != p.n_layers) {
       return InvalidArgumentError("head profile " + path + ": 'score' must be n_layers rows");
     }
     for (const auto& row : rows) {
       if (!row.is_array() || static_cast<int>(row.size()) != p.n_kv_heads) {
-        return InvalidArgumentError("head profile " + path + ": each 'score' row must have n_kv_heads numbers");
+        return InvalidArgumentError("head profile " + path +
+                                    ": each 'score' row must have n_kv_heads numbers");
       }
       for (const auto& v : row) {
         const double s = v.get<double>();
-        if (!std::isfinite(s)) return InvalidArgumentError("head profile " + path + ": a score is not finite");
+        if (!std::isfinite(s))
+          return InvalidArgumentError("head profile " + path + ": a score is not finite");
         p.score.push_back(s);
       }
     }
@@ -48,12 +68,21 @@ StatusOr<HeadProfile> LoadHeadProfile(const std::string& path) {
 }
 
 Status SaveHeadProfile(const HeadProfile& p, const std::string& path) {
-  nlohmann::json j{{"model", p.model}, {"n_layers", p.n_layers}, {"n_kv_heads", p.n_kv_heads},
-                   {"queries", p.queries}, {"score", nlohmann::json::array()}};
-  for (int l = 0; l < p.n_layers; ++l) {
-    j["score"].push_back(std::vector<double>(p.score.begin() + l * p.n_kv_heads,
-                                             p.score.begin() + (l + 1) * p.n_kv_heads));
-  }
+  nlohmann::json j{{"model", p.model},     {"n_layers", p.n_layers}, {"n_kv_heads", p.n_kv_heads},
+                   {"queries", p.queries}, {"method", p.method},     {"score", nlohmann::json::array()}};
+  if (!p.format.empty()) j["format"] = p.format;
+  if (!p.baseline_format.empty()) j["baseline_format"] = p.baseline_format;
+  // Rows of n_kv_heads per layer.
+  const auto rows = [&](const std::vector<double>& v) {
+    nlohmann::json out = nlohmann::json::array();
+    for (int l = 0; l < p.n_layers; ++l) {
+      out.push_back(std::vector<double>(v.begin() + l * p.n_kv_heads, v.begin() + (l + 1) * p.n_kv_heads));
+    }
+    return out;
+  };
+  j["score"] = rows(p.score);
+  if (p.kld.size() == p.score.size()) j["kld"] = rows(p.kld);
+  if (p.kld_baseline.size() == p.score.size()) j["kld_baseline"] = rows(p.kld_baseline);
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
@@ -64,14 +93,45 @@ Status SaveHeadProfile(const HeadProfile& p, const std::string& path) {
   return Status::Ok();
 }
 
+namespace {
+
+// "H:A:S" -> shares H/(H+A+S), A/(H+A+S).
+StatusOr<Preset> ParseShares(std::string_view text) {
+  const std::string s(text);
+  double v[3];
+  size_t at = 0;
+  for (int i = 0; i < 3; ++i) {
+    const size_t end = i < 2 ? s.find(':', at) : s.size();
+    if (end == std::string::npos) break;
+    const std::string part = s.substr(at, end - at);
+    char* stop = nullptr;
+    v[i] = part.empty() ? -1 : std::strtod(part.c_str(), &stop);
+    if (part.empty() || *stop != '\0' || !std::isfinite(v[i]) || v[i] < 0) {
+      return InvalidArgumentError("KV preset '" + s +
+                                  "': shares must be HOT:ACTIVE:SPARSE, three numbers >= 0");
+    }
+    if (i == 2) {
+      const double sum = v[0] + v[1] + v[2];
+      if (sum <= 0) return InvalidArgumentError("KV preset '" + s + "': the shares sum to 0");
+      return Preset{"shares", v[0] / sum, v[1] / sum};
+    }
+    at = end + 1;
+  }
+  return InvalidArgumentError("KV preset '" + s + "': shares must be HOT:ACTIVE:SPARSE, three numbers >= 0");
+}
+
+}  // namespace
+
 StatusOr<Preset> FindPreset(std::string_view name) {
   static constexpr Preset kPresets[] = {
       {"code", 0.15, 0.70}, {"longdoc", 0.10, 0.60}, {"chat", 0.20, 0.65}, {"auto", 0.10, 0.50}};
   for (const Preset& p : kPresets) {
     if (p.name == name) return p;
   }
-  return InvalidArgumentError("unknown KV preset '" + std::string(name) +
-                              "' (known: code, longdoc, chat, auto, uniform:FORMAT)");
+  if (name.find(':') != std::string_view::npos && name.rfind("uniform:", 0) != 0) return ParseShares(name);
+  return InvalidArgumentError(
+      "unknown KV preset '" + std::string(name) +
+      "' (known: code, longdoc, chat, auto, HOT:ACTIVE:SPARSE shares, uniform:FORMAT)");
 }
 
 ConcentrationStats::ConcentrationStats(int n_layers, int n_kv_heads)
@@ -118,7 +178,8 @@ std::vector<PrecisionClass> AssignClasses(const HeadProfile& p, const Preset& pr
   const size_t active = std::min(n - hot, static_cast<size_t>(std::lround(preset.active * n)));
   std::vector<PrecisionClass> out(n, PrecisionClass::kSparse);
   for (size_t i = 0; i < n; ++i) {
-    out[order[i]] = i < hot ? PrecisionClass::kHot : (i < hot + active ? PrecisionClass::kActive : PrecisionClass::kSparse);
+    out[order[i]] = i < hot ? PrecisionClass::kHot
+                            : (i < hot + active ? PrecisionClass::kActive : PrecisionClass::kSparse);
   }
   return out;
 }

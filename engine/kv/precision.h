@@ -1,11 +1,19 @@
-// Precision classes per (layer, KV head): HOT heads keep f16, ACTIVE heads 8 bits, SPARSE heads 4 bits or fewer.
-// Which heads are which comes from a profile of head importance (`tqserve calibrate`) and a preset that says what
-// share of heads each class gets.
+// Precision classes per (layer, KV head): HOT heads keep f16, ACTIVE heads 8 bits, SPARSE heads 4 bits or
+// fewer. Which heads are which comes from a profile of head importance (`tqserve calibrate`) and a preset
+// that says what share of heads each class gets.
 //
-// Importance of a head: how concentrated its attention is. For a query attending to n >= 16 positions with
-// weights p, concentration = 1 - H(p) / log(n) (0 = uniform, 1 = all weight on one position), averaged over the
-// queries of the calibration text and over the query heads that share the KV head. A concentrated head relies on
-// a few exact keys (a rounding error moves its argmax); a diffuse head averages many values and forgives noise.
+// Importance of a head, by the profile's method:
+// - "sensitivity" (engine/eval/calibrate.h): the measured damage of storing that head alone in the SPARSE
+// format
+//   (tq4 by default) with every other head f16, less the damage of storing it alone in the ACTIVE format
+//   (int8): mean KL divergence (nats per scored token) of the next-token distribution against all-f16 KV on
+//   calibration chunks. Subtracting the ACTIVE run removes a floor that any perturbation of a head's KV costs
+//   on a quantized model (larger for early layers) and leaves what the head loses going from ACTIVE to
+//   SPARSE.
+// - "concentration": how concentrated its attention is. For a query attending to n >= 16 positions with
+//   weights p, concentration = 1 - H(p) / log(n) (0 = uniform, 1 = all weight on one position), averaged over
+//   the queries of the calibration text and over the query heads that share the KV head. A weak predictor on
+//   SmolLM2 (docs/kv.md); profiles without a "method" field are concentration profiles.
 #pragma once
 
 #include <atomic>
@@ -22,11 +30,18 @@ enum class PrecisionClass { kHot, kActive, kSparse };
 std::string_view PrecisionClassName(PrecisionClass c);  // "hot", "active", "sparse"
 
 struct HeadProfile {
-  std::string model;        // the model's name when calibrated
+  std::string model;  // the model's name when calibrated
   int n_layers = 0;
   int n_kv_heads = 0;
-  std::vector<double> score;  // [n_layers * n_kv_heads], layer-major: importance, higher = keep more precision
-  int64_t queries = 0;        // queries the scores were averaged over
+  std::vector<double>
+      score;            // [n_layers * n_kv_heads], layer-major: importance, higher = keep more precision
+  int64_t queries = 0;  // queries (concentration) or scored tokens (sensitivity) the scores are averaged over
+  std::string method = "concentration";  // "concentration" | "sensitivity"
+  std::string format;  // sensitivity: the format each head was measured in ("tq4", "int8/tq4"); else ""
+  std::string baseline_format;  // sensitivity: the format whose damage was subtracted ("int8"); "" = none
+  // Sensitivity: the two measurements, [n_layers * n_kv_heads] nats per token (score = kld - kld_baseline);
+  // empty otherwise.
+  std::vector<double> kld, kld_baseline;
 };
 
 StatusOr<HeadProfile> LoadHeadProfile(const std::string& path);
@@ -34,10 +49,11 @@ Status SaveHeadProfile(const HeadProfile& profile, const std::string& path);
 
 // A preset: the share of heads in HOT and ACTIVE (the rest SPARSE). Names: code (15:70:15), longdoc
 // (10:60:30), chat (20:65:15), auto (the seed's percentile rule: above P90 HOT, P40 to P90 ACTIVE, below P40
-// SPARSE).
+// SPARSE), or explicit shares "HOT:ACTIVE:SPARSE" (three non-negative numbers with a positive sum, taken as
+// proportions: "10:50:40", "89:0:1"; name "shares").
 struct Preset {
   std::string_view name;
-  double hot;     // share of heads, [0, 1]
+  double hot;  // share of heads, [0, 1]
   double active;
 };
 StatusOr<Preset> FindPreset(std::string_view name);

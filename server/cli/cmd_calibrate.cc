@@ -1,4 +1,6 @@
-// `tqserve calibrate`: writes a head-importance profile (JSON) for the KV presets from attention on sample text.
+// `tqserve calibrate`: writes a head-importance profile (JSON) for the KV presets from sample text, by
+// attention concentration (one pass per chunk) or by measured sensitivity (one pass per chunk and KV head).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -14,8 +16,12 @@ struct CalibrateArgs {
   ModelArgs model;
   std::string file;
   std::string out;
+  std::string method = "concentration";
   int ctx = 512;
-  int chunks = 8;
+  int chunks = -1;  // -1: the method's default (concentration 8, sensitivity 2)
+  int skip_chunks = 0;
+  std::string sparse_format = "tq4";
+  std::string baseline_format = "int8";
 };
 
 int Run(const CalibrateArgs& a) {
@@ -24,8 +30,26 @@ int Run(const CalibrateArgs& a) {
     std::fprintf(stderr, "tqserve calibrate: %s\n", in.status().ToString().c_str());
     return kExitFailure;
   }
+  auto method = engine::ParseCalibrationMethod(a.method);
+  if (!method.ok()) {
+    std::fprintf(stderr, "tqserve calibrate: %s\n", method.status().ToString().c_str());
+    return kExitFailure;
+  }
+  engine::CalibrateOptions o;
+  o.method = *method;
+  o.ctx = a.ctx;
+  o.chunks = a.chunks >= 0 ? a.chunks : (o.method == engine::CalibrationMethod::kSensitivity ? 2 : 8);
+  o.skip_chunks = a.skip_chunks;
+  o.format = a.sparse_format;
+  o.baseline_format = a.baseline_format == "none" ? "" : a.baseline_format;
   engine::ThreadPool pool(a.model.threads);
-  auto profile = engine::Calibrate(*in->model, *in->tokenizer, in->text, a.ctx, a.chunks, pool);
+  const auto progress = [](const engine::SensitivityStep& s) {
+    const double left = s.seconds / s.done * (s.total - s.done);
+    std::fprintf(stderr, "\rhead %d/%d (layer %d, KV head %d): KLD %.5f - %.5f, %.0f s left   ", s.done,
+                 s.total, s.layer, s.kv_head, s.kld, s.baseline, left);
+    if (s.done == s.total) std::fprintf(stderr, "\n");
+  };
+  auto profile = engine::Calibrate(*in->model, *in->tokenizer, in->text, o, pool, progress);
   if (!profile.ok()) {
     std::fprintf(stderr, "tqserve calibrate: %s\n", profile.status().ToString().c_str());
     return kExitFailure;
@@ -34,13 +58,18 @@ int Run(const CalibrateArgs& a) {
     std::fprintf(stderr, "tqserve calibrate: %s\n", s.ToString().c_str());
     return kExitFailure;
   }
-  double lo = 1, hi = 0;
-  for (double s : profile->score) {
-    lo = std::min(lo, s);
-    hi = std::max(hi, s);
+  const auto [lo, hi] = std::minmax_element(profile->score.begin(), profile->score.end());
+  if (profile->method == "sensitivity") {
+    std::printf(
+        "wrote %s: %d layers x %d KV heads, KLD of one head in %s%s%s: %.5f to %.5f nats over %lld tokens\n",
+        a.out.c_str(), profile->n_layers, profile->n_kv_heads, profile->format.c_str(),
+        profile->baseline_format.empty() ? "" : " less in ", profile->baseline_format.c_str(), *lo, *hi,
+        static_cast<long long>(profile->queries));
+  } else {
+    std::printf("wrote %s: %d layers x %d KV heads, concentration %.3f to %.3f over %lld queries\n",
+                a.out.c_str(), profile->n_layers, profile->n_kv_heads, *lo, *hi,
+                static_cast<long long>(profile->queries));
   }
-  std::printf("wrote %s: %d layers x %d KV heads, concentration %.3f to %.3f over %lld queries\n", a.out.c_str(),
-              profile->n_layers, profile->n_kv_heads, lo, hi, static_cast<long long>(profile->queries));
   return kExitOk;
 }
 
@@ -50,11 +79,25 @@ Command AddCalibrateCommand(CLI::App& parent) {
   static CalibrateArgs args;
   CLI::App* app = parent.add_subcommand("calibrate", "Write a head-importance profile for the KV presets");
   app->add_option("--model,-m", args.model.model, "GGUF model (default: the default model)");
-  app->add_option("--threads,-t", args.model.threads, "Threads (0 = one per core)")->check(CLI::Range(0, 1024));
+  app->add_option("--threads,-t", args.model.threads, "Threads (0 = one per core)")
+      ->check(CLI::Range(0, 1024));
   app->add_option("--file,-f", args.file, "Sample text")->required();
   app->add_option("-o,--output", args.out, "Profile JSON to write")->required();
   app->add_option("--ctx", args.ctx, "Tokens per chunk")->check(CLI::Range(32, 1 << 20));
-  app->add_option("--chunks", args.chunks, "Chunks (0 = all)")->check(CLI::Range(0, 1 << 20));
+  app->add_option("--chunks", args.chunks, "Chunks (0 = all; default 8 for concentration, 2 for sensitivity)")
+      ->check(CLI::Range(0, 1 << 20));
+  app->add_option("--skip-chunks", args.skip_chunks,
+                  "Whole chunks of the text to skip first (hold out an evaluation's chunks)")
+      ->check(CLI::Range(0, 1 << 20));
+  app->add_option(
+         "--method", args.method,
+         "concentration (attention statistics, one pass per chunk) or sensitivity (KLD of each KV head "
+         "alone in the SPARSE format, one pass per chunk and head)")
+      ->check(CLI::IsMember({"concentration", "sensitivity"}));
+  app->add_option("--kv-sparse", args.sparse_format,
+                  "sensitivity: the format each head is measured in (default tq4)");
+  app->add_option("--kv-active", args.baseline_format,
+                  "sensitivity: the format whose damage is subtracted (default int8; none = raw KLD)");
   return {app, [] { return Run(args); }};
 }
 

@@ -35,6 +35,38 @@ echo "$out" | sed -n '/^{/,$p' > "$tmp/preset.json"
 [ "$(json "$tmp/preset.json" "[d['heads_by_class'][k] for k in ('hot', 'active', 'sparse')]")" = "[9, 54, 27]" ] \
   && pass "longdoc splits 90 heads 9/54/27" || fail "classes: $(cat "$tmp/preset.json")"
 
+# Sensitivity: 90 heads x (tq4, int8) single-head runs on one chunk of 128 tokens (one full page per head).
+expect_rc 0 "calibrate --method sensitivity" -- "$bin" calibrate --method sensitivity -m "$model" -f "$text" \
+  --ctx 128 --chunks 1 --skip-chunks 3 -t 2 -o "$tmp/sens.json"
+python3 - "$tmp/sens.json" <<'PY' && pass "sensitivity profile: 30x3 scores = tq4 KLD - int8 KLD" \
+  || fail "sensitivity profile: $(cat "$tmp/sens.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["method"] == "sensitivity" and d["format"] == "tq4" and d["baseline_format"] == "int8", d
+assert d["queries"] == 63 and len(d["score"]) == 30 and all(len(r) == 3 for r in d["score"])
+k = [x for r in d["kld"] for x in r]; b = [x for r in d["kld_baseline"] for x in r]; s = [x for r in d["score"] for x in r]
+assert all(x > 0 for x in k + b), "every head's KV change costs some KLD"
+assert all(abs(si - (ki - bi)) < 1e-12 for si, ki, bi in zip(s, k, b))
+assert sum(k) > sum(b), "tq4 costs more than int8 overall"
+PY
+expect_rc 0 "eval ppl with longdoc on the sensitivity profile" -- "$bin" eval ppl -m "$model" -f "$text" --ctx 256 \
+  --chunks 1 -t 2 --kv-preset longdoc --kv-profile "$tmp/sens.json" --json
+echo "$out" | sed -n '/^{/,$p' > "$tmp/sens_preset.json"
+[ "$(json "$tmp/sens_preset.json" "[d['heads_by_class'][k] for k in ('hot', 'active', 'sparse')]")" = "[9, 54, 27]" ] \
+  && pass "longdoc on the sensitivity profile splits 9/54/27" || fail "classes: $(cat "$tmp/sens_preset.json")"
+expect_rc 0 "explicit shares preset" -- "$bin" eval ppl -m "$model" -f "$text" --ctx 256 --chunks 1 -t 2 \
+  --kv-preset 89:0:1 --kv-profile "$tmp/sens.json" --json
+echo "$out" | sed -n '/^{/,$p' > "$tmp/shares.json"
+[ "$(json "$tmp/shares.json" "[d['heads_by_class'][k] for k in ('hot', 'active', 'sparse')]")" = "[89, 0, 1]" ] \
+  && pass "89:0:1 leaves one head SPARSE" || fail "classes: $(cat "$tmp/shares.json")"
+expect_rc 2 "unknown calibration method" -- "$bin" calibrate --method entropy -m "$model" -f "$text" -o "$tmp/x.json"
+tiny="$root/../shared/models/stories260K.gguf"
+if [ -f "$tiny" ]; then
+  expect_rc 1 "sensitivity on head_dim 8" -- "$bin" calibrate --method sensitivity -m "$tiny" -f "$text" --ctx 128 \
+    --chunks 1 -o "$tmp/x.json"
+  expect_out "does not support head_dim 8" "says the page formats need a larger head"
+fi
+
 expect_rc 0 "bench decode" -- "$bin" bench decode -m "$model" -t 2 --ctx 64,160 --formats f16,tq4 --steps 2 --json
 echo "$out" | sed -n '/^\[/,$p' > "$tmp/decode.json"
 python3 -c "import json; d=json.load(open('$tmp/decode.json')); assert len(d) == 4 and all(r['tokens_per_second'] > 0 for r in d) and d[0]['ratio_vs_first'] == 1, d" \

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <tuple>
 #include <fstream>
+#include <tuple>
 
 #include "engine/llm/kv_cache.h"
 
@@ -96,7 +96,8 @@ TEST(PrecisionTest, LayoutFromPresetAndProfile) {
     }
   }
   spec.profile_path.clear();
-  EXPECT_EQ(KvLayout::Create(hp, spec).status().code(), StatusCode::kInvalidArgument);  // ranked preset, no profile
+  EXPECT_EQ(KvLayout::Create(hp, spec).status().code(),
+            StatusCode::kInvalidArgument);  // ranked preset, no profile
   spec.preset = "uniform:tq3";
   auto uniform = KvLayout::Create(hp, spec);
   ASSERT_TRUE(uniform.ok());
@@ -105,6 +106,56 @@ TEST(PrecisionTest, LayoutFromPresetAndProfile) {
   spec.preset = "chat";
   spec.profile_path = path;
   EXPECT_EQ(KvLayout::Create(hp, spec).status().code(), StatusCode::kInvalidArgument);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PrecisionTest, ExplicitSharesPreset) {
+  auto p = FindPreset("10:50:40");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->name, "shares");
+  EXPECT_DOUBLE_EQ(p->hot, 0.1);
+  EXPECT_DOUBLE_EQ(p->active, 0.5);
+  p = FindPreset("1:1:2");  // proportions, any sum
+  ASSERT_TRUE(p.ok());
+  EXPECT_DOUBLE_EQ(p->hot, 0.25);
+  EXPECT_DOUBLE_EQ(p->active, 0.25);
+  // N-1:0:1 leaves exactly one head SPARSE: the lowest-scoring one.
+  const HeadProfile prof = Profile(30, 3);
+  auto one = FindPreset("89:0:1");
+  ASSERT_TRUE(one.ok());
+  const auto classes = AssignClasses(prof, *one);
+  ASSERT_EQ(std::count(classes.begin(), classes.end(), PrecisionClass::kSparse), 1);
+  const size_t lowest = std::min_element(prof.score.begin(), prof.score.end()) - prof.score.begin();
+  EXPECT_EQ(classes[lowest], PrecisionClass::kSparse);
+  EXPECT_EQ(std::count(classes.begin(), classes.end(), PrecisionClass::kHot), 89);
+  for (const char* bad : {"1:2", "1:2:3:4", "a:b:c", "0:0:0", "-1:1:1", "1::1", "1:1:inf", "1:1:1x"}) {
+    EXPECT_EQ(FindPreset(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(PrecisionTest, ProfileMethodAndOldProfiles) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tq_prec3_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  HeadProfile p = Profile(2, 2);
+  p.method = "sensitivity";
+  p.format = "int8/tq4";
+  const std::string path = (dir / "s.json").string();
+  ASSERT_TRUE(SaveHeadProfile(p, path).ok());
+  auto back = LoadHeadProfile(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->method, "sensitivity");
+  EXPECT_EQ(back->format, "int8/tq4");
+  // A profile written before methods existed is a concentration profile.
+  std::ofstream(dir / "old.json") << R"({"model": "m", "n_layers": 1, "n_kv_heads": 2, "queries": 5,
+                                        "score": [[0.5, 0.25]]})";
+  auto old = LoadHeadProfile((dir / "old.json").string());
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->method, "concentration");
+  EXPECT_EQ(old->format, "");
+  EXPECT_EQ(old->score, (std::vector<double>{0.5, 0.25}));
+  std::ofstream(dir / "unknown.json")
+      << R"({"n_layers": 1, "n_kv_heads": 1, "method": "vibes", "score": [[1]]})";
+  EXPECT_EQ(LoadHeadProfile((dir / "unknown.json").string()).status().code(), StatusCode::kInvalidArgument);
   std::filesystem::remove_all(dir);
 }
 
