@@ -3,7 +3,9 @@
 // (FaultQueue injects it) and never fails or corrupts the request, and a tight budget preempts and recomputes.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <condition_variable>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -75,6 +77,17 @@ EngineOptions Options(const KvStoreOptions& store) {
   return o;
 }
 
+// The engine's stats once the step that finished the last request has been accounted (the gauges and the KV
+// stats are refreshed after each step, after its final events went out).
+EngineStats SettledStats(const Engine& e) {
+  for (int i = 0; i < 2000; ++i) {
+    const EngineStats s = e.Stats();
+    if (s.running == 0 && s.waiting == 0) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return e.Stats();
+}
+
 // Runs the requests (prompt lengths, max_tokens each) at once on `e` and returns their outcomes and the stats.
 std::pair<std::vector<Outcome>, EngineStats> RunOn(Engine& e, const std::vector<std::pair<int, int>>& reqs) {
   Collector c;
@@ -88,7 +101,7 @@ std::pair<std::vector<Outcome>, EngineStats> RunOn(Engine& e, const std::vector<
     EXPECT_TRUE(e.Submit(std::move(r), c.Sink(static_cast<int>(i))).ok());
   }
   std::vector<Outcome> out = c.Wait(static_cast<int>(reqs.size()));
-  return {out, e.Stats()};
+  return {out, SettledStats(e)};
 }
 
 // The same on a fresh engine.
@@ -107,7 +120,7 @@ std::pair<std::vector<Outcome>, EngineStats> RunAll(const EngineOptions& o, cons
     EXPECT_TRUE((*e)->Submit(std::move(r), c.Sink(static_cast<int>(i))).ok());
   }
   std::vector<Outcome> out = c.Wait(static_cast<int>(reqs.size()));
-  return {out, (*e)->Stats()};
+  return {out, SettledStats(**e)};
 }
 
 // Bytes of one uniform:tq4 page of SmolLM2 (head_dim 64), K and V, as a RAM slot holds it.
