@@ -170,7 +170,11 @@ TEST_F(EngineKvTest, ColdReadFaultsRecomputeTheSequence) {
     cold.cold_cache_bytes = 64 << 10;
     cold.wrap_queue = [kind](std::unique_ptr<storage::IoQueue> inner) -> std::unique_ptr<storage::IoQueue> {
       auto q = std::make_unique<storage::FaultQueue>(std::move(inner), 3);
-      q->AddRule({kind, storage::IoOp::kRead, {200, 4000}, 0});  // two bad reads, far apart
+      // 100 bad reads in a row: a failed prefetch is retried by attention's own read, so a single bad read may
+      // never reach a sequence; a run of them does.
+      std::vector<uint64_t> bad;
+      for (uint64_t n = 200; n < 300; ++n) bad.push_back(n);
+      q->AddRule({kind, storage::IoOp::kRead, bad, 0});
       return q;
     };
     auto [out, stats] = RunAll(Options(cold), reqs);
