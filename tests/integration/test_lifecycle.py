@@ -11,7 +11,7 @@ import time
 import pytest
 
 import requests_shim as http_shim
-from conftest import Daemon
+from conftest import Daemon, metric_value
 
 
 def metric(text, name):
@@ -60,6 +60,16 @@ def test_client_disconnect_frees_kv(daemon):
     assert 'outcome="aborted"' in text
 
 
+def wait_running(d, n, headers=None):
+    """Waits until the daemon runs n requests (a loaded machine may take a while to send one)."""
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        m = http_shim.get(d.url + "/metrics", headers=headers or {}).body.decode()
+        if (metric_value(m, "tqserve_num_requests_running") or 0) >= n:
+            return
+        time.sleep(0.05)
+
+
 def test_api_keys_and_concurrency_limit():
     d = Daemon(extra_args=["--api-keys", "k1,k2", "--max-concurrent-requests", "1"])
     try:
@@ -76,7 +86,7 @@ def test_api_keys_and_concurrency_limit():
         long_body = {"prompt": "Count:", "max_tokens": 400, "ignore_eos": True}
         t = threading.Thread(target=lambda: http_shim.post(d.url + "/v1/completions", long_body, headers=auth))
         t.start()
-        time.sleep(0.5)
+        wait_running(d, 1, headers=auth)
         r = http_shim.post(d.url + "/v1/completions", body, headers=auth)
         assert r.status == 429, r.body
         t.join()
@@ -133,7 +143,7 @@ def test_concurrency_limit_covers_grpc(grpc_pb):
         long_body = {"prompt": "Count:", "max_tokens": 400, "ignore_eos": True}
         t = threading.Thread(target=lambda: http_shim.post(d.url + "/v1/completions", long_body))
         t.start()
-        time.sleep(0.5)
+        wait_running(d, 1)
         with grpc.insecure_channel(f"127.0.0.1:{d.grpc_port}") as ch:
             stub = g.InferenceStub(ch)
             with pytest.raises(grpc.RpcError) as e:
