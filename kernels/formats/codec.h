@@ -54,6 +54,14 @@ class KvCodec {
   // positive); empty for f16 and int8 segments.
   const std::vector<float>& SegmentTable(int s) const { return tables_[s]; }
 
+  // The encoder's view of segment s (boundaries, centroids, rotation parameters), for kernels that encode their
+  // own way (the SIMD and CUDA encoders).
+  const encode_internal::SegmentTables& EncodeTables(int s) const { return encode_tables_[s]; }
+  // Outlier formats: rotated coordinate i reads channel channel_order()[i]; empty for other formats.
+  const std::vector<int>& channel_order() const { return channel_order_; }
+  // tq*p: the QJL projection S, [head_dim][head_dim] row-major; empty for other formats.
+  const std::vector<float>& sketch() const { return sketch_; }
+
   // Domain transforms, all [head_dim] -> [head_dim]; in and out may alias except for the sketch ones.
   // Rotated = the coded domain of the tq formats (identity for f16 and int8).
   void ToRotated(const float* x, float* y) const;
