@@ -23,6 +23,9 @@ using detail::kPageTokens;
 constexpr int kThreads = 128;
 constexpr int kMaxDim = 256;
 
+// Loops over the query heads of the group, unrolled to kMaxGroup so that per-head arrays stay in registers.
+#define TQ_FOR_EACH_HEAD(g, G) _Pragma("unroll") for (int g = 0; g < kMaxGroup; ++g) if (g < (G))
+
 // One thread block of the main kernel.
 struct Block {
   int32_t query = 0;
@@ -88,7 +91,7 @@ __device__ inline void ScoreSegment(const uint8_t* group_bytes, const GpuSegment
     const uint16_t* h = reinterpret_cast<const uint16_t*>(group_bytes);
     for (int i = 0; i < seg.dims; ++i) {
       const float v = HalfBits(h[i * kGroupTokens + t]);
-      for (int g = 0; g < G; ++g) acc[g] += qs[g * d + first + i] * v;
+      TQ_FOR_EACH_HEAD(g, G) acc[g] += qs[g * d + first + i] * v;
     }
     return;
   }
@@ -101,7 +104,7 @@ __device__ inline void ScoreSegment(const uint8_t* group_bytes, const GpuSegment
       for (int j = 0; j < 8; ++j) {
         const uint32_t code = ((lo >> (2 * j)) & 3u) | (((hi >> j) & 1u) << 2);
         const float v = table[code];
-        for (int g = 0; g < G; ++g) acc[g] += qs[g * d + first + r * 8 + j] * v;
+        TQ_FOR_EACH_HEAD(g, G) acc[g] += qs[g * d + first + r * 8 + j] * v;
       }
     }
     return;
@@ -115,7 +118,7 @@ __device__ inline void ScoreSegment(const uint8_t* group_bytes, const GpuSegment
     for (int j = 0; j < per_row; ++j) {
       const uint32_t code = (byte >> (j * w)) & mask;
       const float v = is_int8 ? static_cast<float>(static_cast<int8_t>(code)) : table[code];
-      for (int g = 0; g < G; ++g) acc[g] += qs[g * d + first + r * per_row + j] * v;
+      TQ_FOR_EACH_HEAD(g, G) acc[g] += qs[g * d + first + r * per_row + j] * v;
     }
   }
 }
@@ -156,15 +159,15 @@ __global__ void __launch_bounds__(kThreads) PageKernel(CallArgs a) {
 
   // Scores: thread t <-> token t.
   float score[kMaxGroup];
-  for (int g = 0; g < G; ++g) score[g] = -INFINITY;
+  TQ_FOR_EACH_HEAD(g, G) score[g] = -INFINITY;
   if (tid < n) {
     float acc[kMaxGroup];
-    for (int g = 0; g < G; ++g) acc[g] = 0.0f;
+    TQ_FOR_EACH_HEAD(g, G) acc[g] = 0.0f;
     if (tail) {
       const float* k = qu.q.tail_k + static_cast<int64_t>(tid) * d;
       for (int i = 0; i < d; ++i) {
         const float v = k[i];
-        for (int g = 0; g < G; ++g) acc[g] += qs[g * d + i] * v;
+        TQ_FOR_EACH_HEAD(g, G) acc[g] += qs[g * d + i] * v;
       }
     } else {
       const uint8_t* grp = GroupOf(page.k, *kc, tid);
@@ -173,26 +176,26 @@ __global__ void __launch_bounds__(kThreads) PageKernel(CallArgs a) {
         for (int s = 0; s < kc->num_segments; ++s) {
           const GpuSegment& seg = kc->seg[s];
           float part[kMaxGroup];
-          for (int g = 0; g < G; ++g) part[g] = 0.0f;
+          TQ_FOR_EACH_HEAD(g, G) part[g] = 0.0f;
           ScoreSegment(grp, seg, &tables[s * 256], t, qs + seg.slot * G * d, d, G, part);
           const float norm = HalfBits(detail::NormsOf(page.k, *kc, seg.norm_slot)[tid]);
-          for (int g = 0; g < G; ++g) acc[g] += norm * part[g];
+          TQ_FOR_EACH_HEAD(g, G) acc[g] += norm * part[g];
         }
       } else {
         ScoreSegment(grp, kc->seg[0], nullptr, t, qs, d, G, acc);
         if (kc->kind == GpuKind::kInt8) {
           float k_scale;
           memcpy(&k_scale, page.k + detail::kHeaderScaleOffset, 4);
-          for (int g = 0; g < G; ++g) acc[g] *= k_scale;
+          TQ_FOR_EACH_HEAD(g, G) acc[g] *= k_scale;
         }
       }
     }
-    for (int g = 0; g < G; ++g) score[g] = acc[g] * a.scale;
+    TQ_FOR_EACH_HEAD(g, G) score[g] = acc[g] * a.scale;
   }
 
   // Page-local softmax: m = max score, p = exp(score - m), l = sum p (per query head).
   float* part = a.partials + PartialFloats(G, d) * blockIdx.x;
-  for (int g = 0; g < G; ++g) {
+  TQ_FOR_EACH_HEAD(g, G) {
     red[g * kPageTokens + tid] = score[g];
   }
   __syncthreads();
@@ -202,7 +205,7 @@ __global__ void __launch_bounds__(kThreads) PageKernel(CallArgs a) {
     stat[tid] = m;
   }
   __syncthreads();
-  for (int g = 0; g < G; ++g) p[g * kPageTokens + tid] = tid < n ? expf(score[g] - stat[g]) : 0.0f;
+  TQ_FOR_EACH_HEAD(g, G) p[g * kPageTokens + tid] = tid < n ? expf(score[g] - stat[g]) : 0.0f;
   __syncthreads();
   if (tid < G) {
     float l = 0.0f;
@@ -236,7 +239,7 @@ __global__ void __launch_bounds__(kThreads) PageKernel(CallArgs a) {
     const int vi = base_vi + tid % (kThreads / parts);
     const int my_part = tid / (kThreads / parts);
     float acc[kMaxGroup];
-    for (int g = 0; g < G; ++g) acc[g] = 0.0f;
+    TQ_FOR_EACH_HEAD(g, G) acc[g] = 0.0f;
     const bool active = vi < total && my_part < parts && (parts == 1 || vi < total);
     int s = 0, i = vi;
     if (active && nseg == 2 && !tail && vi >= vc->seg[0].dims) {
@@ -248,7 +251,7 @@ __global__ void __launch_bounds__(kThreads) PageKernel(CallArgs a) {
       if (tail) {
         for (int t = t0; t < t1; ++t) {
           const float v = qu.q.tail_v[static_cast<int64_t>(t) * d + i];
-          for (int g = 0; g < G; ++g) acc[g] += p[g * kPageTokens + t] * v;
+          TQ_FOR_EACH_HEAD(g, G) acc[g] += p[g * kPageTokens + t] * v;
         }
       } else {
         const GpuSegment& seg = vc->seg[s];
@@ -263,17 +266,17 @@ __global__ void __launch_bounds__(kThreads) PageKernel(CallArgs a) {
           } else {
             v = table[GetCode(grp, seg, i, t % kGroupTokens)] * vnorm[s * kPageTokens + t];
           }
-          for (int g = 0; g < G; ++g) acc[g] += p[g * kPageTokens + t] * v;
+          TQ_FOR_EACH_HEAD(g, G) acc[g] += p[g * kPageTokens + t] * v;
         }
       }
     }
     __syncthreads();
-    for (int g = 0; g < G; ++g) red[tid * kMaxGroup + g] = acc[g];
+    TQ_FOR_EACH_HEAD(g, G) red[tid * kMaxGroup + g] = acc[g];
     __syncthreads();
     if (active && my_part == 0) {
       const int slot = tail ? 0 : vc->seg[s].slot;
       const int c = (tail ? 0 : vc->seg[s].first) + i;
-      for (int g = 0; g < G; ++g) {
+      TQ_FOR_EACH_HEAD(g, G) {
         float sum = 0.0f;
         for (int q = 0; q < parts; ++q) sum += red[(tid + q * (kThreads / parts)) * kMaxGroup + g];
         acc_out[(slot * G + g) * d + c] = sum;

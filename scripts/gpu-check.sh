@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The GPU checks, run on a GPU machine from what scripts/gpu-pack.sh packed into .gpu/: the gpu-labelled tests
+# (CUDA kernels against the CPU reference; the GPU forward pass against the CPU one) and the GPU benchmarks
+# (paged attention at 8k and 32k context; end-to-end decode) on a model file with the real model's shapes and
+# random weights (bench/gpu/synthetic_gguf.py; the real file may not be reachable there).
+# Logs and JSON go to $OUT (default: gpu-results/). Usage: scripts/gpu-check.sh [--quick]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-results}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+reps=30; [ "${1:-}" = "--quick" ] && reps=5
+status=0
+run() {  # run NAME CMD...: logs to $out/NAME.txt, keeps going on failure
+  local name=$1; shift
+  echo "== $name: $*"
+  local start; start=$(date +%s)
+  "$@" > "$out/$name.txt" 2>&1
+  local rc=$?
+  tail -n 40 "$out/$name.txt"
+  echo "== $name: exit $rc in $(( $(date +%s) - start )) s"
+  [ $rc -eq 0 ] || status=1
+}
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+python3 bench/gpu/synthetic_gguf.py --shape smollm2-135m --out /tmp/smollm2-synthetic.gguf
+run kernels_cuda_test .gpu/bin/kernels_cuda_test
+if [ -x .gpu/bin/gpu_model_test ]; then
+  TQ_MODEL=/tmp/smollm2-synthetic.gguf run gpu_model_test .gpu/bin/gpu_model_test
+fi
+run attention_bench .gpu/bin/tq_gpu_attention_bench --reps "$reps" --json "$out/attention.json"
+if [ -x .gpu/bin/tq_gpu_decode_bench ]; then
+  run decode_bench .gpu/bin/tq_gpu_decode_bench --model /tmp/smollm2-synthetic.gguf --ctx 8192,32768 \
+    --formats f16,int8,tq4 --steps "$reps" --json "$out/decode.json"
+fi
+exit $status
