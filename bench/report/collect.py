@@ -280,9 +280,15 @@ def section_serving(a, s, rep):
         rep["serving"] = {"skipped": "quick mode (the load sweep takes ~15 minutes; run bench/run-report.sh)"}
         return
     out = os.path.join(a.work, "load.json")
-    run([sys.executable, os.path.join(ROOT, "bench/serving/load.py"), "--model", a.model, "--threads",
-         str(a.threads), "--tqserve-bin", a.tqserve, "--json", out])
+    cmd = [sys.executable, os.path.join(ROOT, "bench/serving/load.py"), "--model", a.model, "--threads",
+           str(a.threads), "--tqserve-bin", a.tqserve, "--json", out]
+    log("$ " + " ".join(cmd))
+    # load.py exits 1 when a request failed; its JSON (with the error counts) is the result all the same.
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if not os.path.exists(out):
+        raise RuntimeError(f"load.py exited {p.returncode} without results: {p.stderr.strip()[-300:]}")
     rep["serving"] = json.load(open(out))
+    rep["serving"]["exit_code"] = p.returncode
 
 
 def save(a, rep):

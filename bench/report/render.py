@@ -138,7 +138,7 @@ def niah_md(rep, plots, md):
     md.append(table(["config", "accuracy", "seconds"],
                     [[c["config"], pct(100 * c["accuracy"], False), f"{c['seconds']:.0f}"] for c in n["configs"]]))
     k = len(n["configs"])
-    fig, axes = plt.subplots(1, k, figsize=(3.2 * k, 3), squeeze=False)
+    fig, axes = plt.subplots(1, k, figsize=(3.2 * k + 1, 3.4), squeeze=False, layout="constrained")
     for ax, c in zip(axes[0], n["configs"]):
         grid = [[0.0] * len(n["depths"]) for _ in n["lengths"]]
         for cell in c["cells"]:
@@ -146,9 +146,10 @@ def niah_md(rep, plots, md):
         im = ax.imshow(grid, vmin=0, vmax=1, cmap="RdYlGn", aspect="auto")
         ax.set_xticks(range(len(n["depths"])), [f"{d:g}" for d in n["depths"]])
         ax.set_yticks(range(len(n["lengths"])), [str(x) for x in n["lengths"]])
-        ax.set_xlabel("depth")
-        ax.set_ylabel("context (tokens)")
-        ax.set_title(c["config"], fontsize=9)
+        ax.set_xlabel("needle depth")
+        if ax is axes[0][0]:
+            ax.set_ylabel("context (tokens)")
+        ax.set_title(f"{c['config']}: {100 * c['accuracy']:.0f}%", fontsize=9)
     fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="accuracy")
     fig.savefig(os.path.join(plots, "niah.png"), dpi=110)
     plt.close(fig)
@@ -283,10 +284,11 @@ def serving_md(rep, plots, md):
             if not isinstance(r, dict):
                 continue
             rows.append([conc, name, r.get("requests", "-"), r.get("errors", "-"),
-                         f"{r.get('out_tok_s', 0):.1f}", f"{r.get('ttft_p50', 0) * 1000:.0f}",
-                         f"{r.get('ttft_p99', 0) * 1000:.0f}", f"{r.get('goodput', 0):.2f}"])
-            series.setdefault(name, []).append((int(conc), r.get("out_tok_s", 0)))
-    md.append(table(["conc", "server", "reqs", "errors", "out tok/s", "TTFT p50 ms", "TTFT p99 ms", "good/s"], rows))
+                         f"{r['output_tok_s']:.1f}", f"{r['ttft_p50'] * 1000:.0f}", f"{r['ttft_p99'] * 1000:.0f}",
+                         f"{r['tpot_p50'] * 1000:.0f}", f"{r['goodput_req_s']:.2f}"])
+            series.setdefault(name, []).append((int(conc), r["output_tok_s"]))
+    md.append(table(["conc", "server", "reqs", "errors", "out tok/s", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms",
+                     "good/s"], rows))
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, pts in series.items():
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
