@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""llama.cpp decode tok/s against context length per KV type, through llama-cpp-python: the peer of
+`tqserve bench decode` (same model, threads, contexts, steps and rounds; best round counts). Prints a JSON list.
+
+For each context the KV cache is filled with random token ids (fixed seed) in batches of 256, then ROUNDS rounds of
+STEPS single-token evaluations are timed. Quantized V needs flash attention in llama.cpp; it is on for every type so
+that the types differ only in the KV storage.
+
+  $LLAMA_VENV/bin/python bench/report/llama_decode.py --model M.gguf --threads 2 --ctx 512,2048 --formats f16,q8_0
+"""
+import argparse
+import json
+import random
+import sys
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ctx", default="512,1024,2048")
+    ap.add_argument("--formats", default="f16,q8_0,q4_0")
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=2)
+    a = ap.parse_args()
+    import llama_cpp
+
+    types = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0,
+             "q5_0": llama_cpp.GGML_TYPE_Q5_0, "q4_1": llama_cpp.GGML_TYPE_Q4_1,
+             "iq4_nl": llama_cpp.GGML_TYPE_IQ4_NL}
+    bits = {"f16": 16, "q8_0": 8.5, "q5_0": 5.5, "q4_1": 5, "q4_0": 4.5, "iq4_nl": 4.5}
+    contexts = sorted(int(c) for c in a.ctx.split(","))
+    capacity = contexts[-1] + a.rounds * a.steps * len(contexts) + 8
+    rows = []
+    for fmt in a.formats.split(","):
+        llm = llama_cpp.Llama(model_path=a.model, n_ctx=capacity, n_batch=256, n_ubatch=256, n_threads=a.threads,
+                              n_threads_batch=a.threads, logits_all=False, verbose=False, type_k=types[fmt],
+                              type_v=types[fmt], flash_attn=True)
+        rng = random.Random(1234)
+        vocab = llm.n_vocab()
+        llm.reset()
+        for ctx in contexts:
+            fill = [rng.randrange(1, vocab) for _ in range(ctx - llm.n_tokens)]
+            for i in range(0, len(fill), 256):
+                llm.eval(fill[i:i + 256])
+            best = 0.0
+            for _ in range(a.rounds):
+                t0 = time.perf_counter()
+                for _ in range(a.steps):
+                    llm.eval([rng.randrange(1, vocab)])
+                best = max(best, a.steps / (time.perf_counter() - t0))
+            rows.append({"engine": "llama.cpp", "format": fmt, "ctx": ctx, "tokens_per_second": best,
+                         "kv_bits_per_value": bits[fmt]})
+            print(f"llama.cpp {fmt} at {ctx}: {best:.1f} tok/s", file=sys.stderr)
+        del llm
+    ref = {r["ctx"]: r["tokens_per_second"] for r in rows if r["format"] == a.formats.split(",")[0]}
+    for r in rows:
+        r["ratio_vs_first"] = r["tokens_per_second"] / ref[r["ctx"]]
+    print(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
