@@ -83,16 +83,31 @@ __global__ void TransformQueries(CallArgs a) {
   }
 }
 
-// sum_i qg[i] * value_i of the token's K segment (norm and scale not applied), for every query head.
+// acc[g] += row[g] * v for the query heads of the group; row: [kMaxGroup] floats, 16-byte aligned (one or two
+// vector loads). Heads past G compute on whatever the row holds there and are never read.
+__device__ __forceinline__ void AddScaled(const float* row, float v, float (&acc)[kMaxGroup], int G) {
+  const float4 a4 = reinterpret_cast<const float4*>(row)[0];
+  acc[0] = fmaf(a4.x, v, acc[0]);
+  acc[1] = fmaf(a4.y, v, acc[1]);
+  acc[2] = fmaf(a4.z, v, acc[2]);
+  acc[3] = fmaf(a4.w, v, acc[3]);
+  if (G > 4) {
+    const float4 b4 = reinterpret_cast<const float4*>(row)[1];
+    acc[4] = fmaf(b4.x, v, acc[4]);
+    acc[5] = fmaf(b4.y, v, acc[5]);
+    acc[6] = fmaf(b4.z, v, acc[6]);
+    acc[7] = fmaf(b4.w, v, acc[7]);
+  }
+}
+
+// acc[g] += sum_i q[g][first + i] * value_i over the token's K segment (norm and scale not applied).
+// qt: the queries of the segment's domain, coordinate-major: qt[c * kMaxGroup + g].
 __device__ inline void ScoreSegment(const uint8_t* group_bytes, const GpuSegment& seg, const float* table, int t,
-                                    const float* qs, int d, int G, float* acc) {
-  const int first = seg.first;
+                                    const float* qt, int G, float (&acc)[kMaxGroup]) {
+  const float* q = qt + seg.first * kMaxGroup;
   if (seg.bits == 16) {
     const uint16_t* h = reinterpret_cast<const uint16_t*>(group_bytes);
-    for (int i = 0; i < seg.dims; ++i) {
-      const float v = HalfBits(h[i * kGroupTokens + t]);
-      TQ_FOR_EACH_HEAD(g, G) acc[g] += qs[g * d + first + i] * v;
-    }
+    for (int i = 0; i < seg.dims; ++i) AddScaled(q + i * kMaxGroup, HalfBits(h[i * kGroupTokens + t]), acc, G);
     return;
   }
   const uint8_t* base = group_bytes + seg.group_offset;
@@ -101,24 +116,38 @@ __device__ inline void ScoreSegment(const uint8_t* group_bytes, const GpuSegment
     for (int r = 0; r < seg.dims / 8; ++r) {
       const uint32_t lo = base[(2 * r) * kGroupTokens + t] | (base[(2 * r + 1) * kGroupTokens + t] << 8);
       const uint32_t hi = hi_plane[r * kGroupTokens + t];
+#pragma unroll
       for (int j = 0; j < 8; ++j) {
         const uint32_t code = ((lo >> (2 * j)) & 3u) | (((hi >> j) & 1u) << 2);
-        const float v = table[code];
-        TQ_FOR_EACH_HEAD(g, G) acc[g] += qs[g * d + first + r * 8 + j] * v;
+        AddScaled(q + (r * 8 + j) * kMaxGroup, table[code], acc, G);
       }
     }
     return;
   }
-  const int w = seg.bits;
-  const int per_row = 8 / w;
-  const uint32_t mask = (1u << w) - 1;
-  const bool is_int8 = table == nullptr;
-  for (int r = 0; r < seg.dims / per_row; ++r) {
-    const uint32_t byte = base[r * kGroupTokens + t];
-    for (int j = 0; j < per_row; ++j) {
-      const uint32_t code = (byte >> (j * w)) & mask;
-      const float v = is_int8 ? static_cast<float>(static_cast<int8_t>(code)) : table[code];
-      TQ_FOR_EACH_HEAD(g, G) acc[g] += qs[g * d + first + r * per_row + j] * v;
+  if (table == nullptr) {  // int8
+    for (int i = 0; i < seg.dims; ++i) {
+      AddScaled(q + i * kMaxGroup, static_cast<float>(static_cast<int8_t>(base[i * kGroupTokens + t])), acc, G);
+    }
+    return;
+  }
+  switch (seg.bits) {
+    case 4:
+      for (int r = 0; r < seg.dims / 2; ++r) {
+        const uint32_t byte = base[r * kGroupTokens + t];
+        AddScaled(q + (2 * r) * kMaxGroup, table[byte & 15u], acc, G);
+        AddScaled(q + (2 * r + 1) * kMaxGroup, table[byte >> 4], acc, G);
+      }
+      return;
+    default: {
+      const int w = seg.bits;
+      const int per_row = 8 / w;
+      const uint32_t mask = (1u << w) - 1;
+      for (int r = 0; r < seg.dims / per_row; ++r) {
+        const uint32_t byte = base[r * kGroupTokens + t];
+        for (int j = 0; j < per_row; ++j) {
+          AddScaled(q + (r * per_row + j) * kMaxGroup, table[(byte >> (j * w)) & mask], acc, G);
+        }
+      }
     }
   }
 }
@@ -129,21 +158,24 @@ __global__ void __launch_bounds__(kThreads) PageKernel(CallArgs a) {
   const int d = a.d, G = a.group, tid = threadIdx.x, n = blk.tokens;
   const bool tail = blk.page < 0;
   const GpuPage page = tail ? GpuPage{} : a.pages[blk.page];
-  __shared__ float qs[kDomainSlots * kMaxGroup * kMaxDim];
-  __shared__ float tables[2 * kMaxSegments * 256];
-  __shared__ float p[kMaxGroup * kPageTokens];
-  __shared__ float vnorm[kMaxSegments * kPageTokens];
+  // Queries coordinate-major per domain slot: qt[(slot * kMaxDim + c) * kMaxGroup + g].
+  __shared__ __align__(16) float qt[kDomainSlots * kMaxDim * kMaxGroup];
+  __shared__ float tables[2 * kMaxSegments * 256];  // [K/V][segment][code]
+  // Softmax weights times the token's V norm (or 1), per V segment: pn[(s * kPageTokens + t) * kMaxGroup + g].
+  __shared__ __align__(16) float pn[kMaxSegments * kPageTokens * kMaxGroup];
   __shared__ float red[kPageTokens * kMaxGroup];
   __shared__ float stat[kMaxGroup];
 
-  // Queries in the K codec's domains, and both codecs' code tables.
   const GpuCodec* kc = tail ? nullptr : &a.codecs[page.k_codec];
   const GpuCodec* vc = tail ? nullptr : &a.codecs[page.v_codec];
   if (blk.k_local < 0) {
-    for (int idx = tid; idx < G * d; idx += kThreads) qs[idx] = qu.q.q[idx];
+    for (int idx = tid; idx < G * d; idx += kThreads) qt[(idx % d) * kMaxGroup + idx / d] = qu.q.q[idx];
   } else {
     const float* src = a.qdom + (static_cast<int64_t>(blk.query) * a.nk + blk.k_local) * kDomainSlots * G * d;
-    for (int idx = tid; idx < kDomainSlots * G * d; idx += kThreads) qs[idx] = src[idx];
+    for (int idx = tid; idx < kDomainSlots * G * d; idx += kThreads) {
+      const int slot = idx / (G * d), rem = idx % (G * d);
+      qt[(slot * kMaxDim + rem % d) * kMaxGroup + rem / d] = src[idx];
+    }
   }
   for (int which = 0; which < 2 && !tail; ++which) {
     const GpuCodec& c = which == 0 ? *kc : *vc;
@@ -159,16 +191,13 @@ __global__ void __launch_bounds__(kThreads) PageKernel(CallArgs a) {
 
   // Scores: thread t <-> token t.
   float score[kMaxGroup];
-  TQ_FOR_EACH_HEAD(g, G) score[g] = -INFINITY;
+  TQ_FOR_EACH_HEAD(g, kMaxGroup) score[g] = -INFINITY;
   if (tid < n) {
     float acc[kMaxGroup];
-    TQ_FOR_EACH_HEAD(g, G) acc[g] = 0.0f;
+    TQ_FOR_EACH_HEAD(g, kMaxGroup) acc[g] = 0.0f;
     if (tail) {
       const float* k = qu.q.tail_k + static_cast<int64_t>(tid) * d;
-      for (int i = 0; i < d; ++i) {
-        const float v = k[i];
-        TQ_FOR_EACH_HEAD(g, G) acc[g] += qs[g * d + i] * v;
-      }
+      for (int i = 0; i < d; ++i) AddScaled(qt + i * kMaxGroup, k[i], acc, G);
     } else {
       const uint8_t* grp = GroupOf(page.k, *kc, tid);
       const int t = tid % kGroupTokens;
@@ -176,13 +205,13 @@ __global__ void __launch_bounds__(kThreads) PageKernel(CallArgs a) {
         for (int s = 0; s < kc->num_segments; ++s) {
           const GpuSegment& seg = kc->seg[s];
           float part[kMaxGroup];
-          TQ_FOR_EACH_HEAD(g, G) part[g] = 0.0f;
-          ScoreSegment(grp, seg, &tables[s * 256], t, qs + seg.slot * G * d, d, G, part);
+          TQ_FOR_EACH_HEAD(g, kMaxGroup) part[g] = 0.0f;
+          ScoreSegment(grp, seg, &tables[s * 256], t, qt + seg.slot * kMaxDim * kMaxGroup, G, part);
           const float norm = HalfBits(detail::NormsOf(page.k, *kc, seg.norm_slot)[tid]);
-          TQ_FOR_EACH_HEAD(g, G) acc[g] += norm * part[g];
+          TQ_FOR_EACH_HEAD(g, G) acc[g] = fmaf(norm, part[g], acc[g]);
         }
       } else {
-        ScoreSegment(grp, kc->seg[0], nullptr, t, qs, d, G, acc);
+        ScoreSegment(grp, kc->seg[0], nullptr, t, qt, G, acc);
         if (kc->kind == GpuKind::kInt8) {
           float k_scale;
           memcpy(&k_scale, page.k + detail::kHeaderScaleOffset, 4);
@@ -195,9 +224,7 @@ __global__ void __launch_bounds__(kThreads) PageKernel(CallArgs a) {
 
   // Page-local softmax: m = max score, p = exp(score - m), l = sum p (per query head).
   float* part = a.partials + PartialFloats(G, d) * blockIdx.x;
-  TQ_FOR_EACH_HEAD(g, G) {
-    red[g * kPageTokens + tid] = score[g];
-  }
+  TQ_FOR_EACH_HEAD(g, G) red[g * kPageTokens + tid] = score[g];
   __syncthreads();
   if (tid < G) {
     float m = -INFINITY;
@@ -205,72 +232,77 @@ __global__ void __launch_bounds__(kThreads) PageKernel(CallArgs a) {
     stat[tid] = m;
   }
   __syncthreads();
-  TQ_FOR_EACH_HEAD(g, G) p[g * kPageTokens + tid] = tid < n ? expf(score[g] - stat[g]) : 0.0f;
+  float p[kMaxGroup];
+  TQ_FOR_EACH_HEAD(g, kMaxGroup) p[g] = 0.0f;
+  TQ_FOR_EACH_HEAD(g, G) p[g] = tid < n ? expf(score[g] - stat[g]) : 0.0f;
+  __syncthreads();  // every thread has read red (the max) before it is reused for the sums
+  TQ_FOR_EACH_HEAD(g, G) red[g * kPageTokens + tid] = p[g];
+  // V norms folded into the weights.
+  const int nseg = tail ? 1 : vc->num_segments;
+  for (int s = 0; s < nseg; ++s) {
+    float norm = 1.0f;
+    if (!tail && vc->kind == GpuKind::kTq && tid < n) {
+      norm = HalfBits(detail::NormsOf(page.v, *vc, vc->seg[s].norm_slot)[tid]);
+    }
+    TQ_FOR_EACH_HEAD(g, kMaxGroup) pn[(s * kPageTokens + tid) * kMaxGroup + g] = p[g] * norm;
+  }
   __syncthreads();
   if (tid < G) {
     float l = 0.0f;
-    for (int t = 0; t < n; ++t) l += p[tid * kPageTokens + t];
+    for (int t = 0; t < n; ++t) l += red[tid * kPageTokens + t];
     part[tid] = stat[tid];
     part[G + tid] = l;
   }
-
-  // Per-token norms (or the int8 scale) of the V page.
-  int nseg = 1, total = d;
-  if (!tail) {
-    nseg = vc->num_segments;
-    total = vc->total_dims;
-    if (vc->kind == GpuKind::kTq) {
-      for (int s = 0; s < nseg; ++s) {
-        vnorm[s * kPageTokens + tid] = tid < n ? HalfBits(detail::NormsOf(page.v, *vc, vc->seg[s].norm_slot)[tid])
-                                               : 0.0f;
-      }
-    }
-  }
   float v_scale = 1.0f;
   if (!tail && vc->kind == GpuKind::kInt8) memcpy(&v_scale, page.v + detail::kHeaderScaleOffset, 4);
-  __syncthreads();
+  __syncthreads();  // red is reused below
 
   // Values: virtual coordinate vi over the concatenated segments; `parts` threads share a coordinate when the
   // coordinates are fewer than the threads, each taking a run of tokens.
+  const int total = tail ? d : vc->total_dims;
   const int parts = total >= kThreads ? 1 : kThreads / total;
+  const int per_part = kThreads / parts;  // threads per run of tokens
   const int span = kPageTokens / parts;
   float* acc_out = part + 2 * G;
-  for (int base_vi = 0; base_vi < total; base_vi += kThreads / parts) {
-    const int vi = base_vi + tid % (kThreads / parts);
-    const int my_part = tid / (kThreads / parts);
+  for (int base_vi = 0; base_vi < total; base_vi += per_part) {
+    const int vi = base_vi + tid % per_part;
+    const int my_part = tid / per_part;
     float acc[kMaxGroup];
-    TQ_FOR_EACH_HEAD(g, G) acc[g] = 0.0f;
-    const bool active = vi < total && my_part < parts && (parts == 1 || vi < total);
+    TQ_FOR_EACH_HEAD(g, kMaxGroup) acc[g] = 0.0f;
+    const bool active = vi < total && my_part < parts;
     int s = 0, i = vi;
-    if (active && nseg == 2 && !tail && vi >= vc->seg[0].dims) {
+    if (active && nseg == 2 && vi >= vc->seg[0].dims) {
       s = 1;
       i = vi - vc->seg[0].dims;
     }
     if (active) {
       const int t0 = my_part * span, t1 = min(n, t0 + span);
+      const float* w = pn + s * kPageTokens * kMaxGroup;
       if (tail) {
         for (int t = t0; t < t1; ++t) {
-          const float v = qu.q.tail_v[static_cast<int64_t>(t) * d + i];
-          TQ_FOR_EACH_HEAD(g, G) acc[g] += p[g * kPageTokens + t] * v;
+          AddScaled(w + t * kMaxGroup, qu.q.tail_v[static_cast<int64_t>(t) * d + i], acc, G);
         }
+      } else if (vc->kind == GpuKind::kF16) {
+        for (int t = t0; t < t1; ++t) {
+          const uint16_t* h = reinterpret_cast<const uint16_t*>(GroupOf(page.v, *vc, t));
+          AddScaled(w + t * kMaxGroup, HalfBits(h[i * kGroupTokens + t % kGroupTokens]), acc, G);
+        }
+      } else if (vc->kind == GpuKind::kInt8) {
+        const GpuSegment& seg = vc->seg[0];
+        for (int t = t0; t < t1; ++t) {
+          const uint8_t* grp = GroupOf(page.v, *vc, t) + seg.group_offset;
+          AddScaled(w + t * kMaxGroup, static_cast<float>(static_cast<int8_t>(grp[i * kGroupTokens + t % kGroupTokens])),
+                    acc, G);
+        }
+        TQ_FOR_EACH_HEAD(g, G) acc[g] *= v_scale;
       } else {
         const GpuSegment& seg = vc->seg[s];
         const float* table = &tables[(kMaxSegments + s) * 256];
         for (int t = t0; t < t1; ++t) {
-          const uint8_t* grp = GroupOf(page.v, *vc, t);
-          float v;
-          if (vc->kind == GpuKind::kF16) {
-            v = HalfBits(reinterpret_cast<const uint16_t*>(grp)[i * kGroupTokens + t % kGroupTokens]);
-          } else if (vc->kind == GpuKind::kInt8) {
-            v = static_cast<float>(static_cast<int8_t>(GetCode(grp, seg, i, t % kGroupTokens))) * v_scale;
-          } else {
-            v = table[GetCode(grp, seg, i, t % kGroupTokens)] * vnorm[s * kPageTokens + t];
-          }
-          TQ_FOR_EACH_HEAD(g, G) acc[g] += p[g * kPageTokens + t] * v;
+          AddScaled(w + t * kMaxGroup, table[GetCode(GroupOf(page.v, *vc, t), seg, i, t % kGroupTokens)], acc, G);
         }
       }
     }
-    __syncthreads();
     TQ_FOR_EACH_HEAD(g, G) red[tid * kMaxGroup + g] = acc[g];
     __syncthreads();
     if (active && my_part == 0) {
@@ -278,7 +310,7 @@ __global__ void __launch_bounds__(kThreads) PageKernel(CallArgs a) {
       const int c = (tail ? 0 : vc->seg[s].first) + i;
       TQ_FOR_EACH_HEAD(g, G) {
         float sum = 0.0f;
-        for (int q = 0; q < parts; ++q) sum += red[(tid + q * (kThreads / parts)) * kMaxGroup + g];
+        for (int q = 0; q < parts; ++q) sum += red[(tid + q * per_part) * kMaxGroup + g];
         acc_out[(slot * G + g) * d + c] = sum;
       }
     }
@@ -413,24 +445,31 @@ Status PagedAttention::Run(const DeviceCodecs& codecs, std::span<const GpuPage> 
   off += sizeof(int32_t) * (k_codecs.size() + 1);
   const size_t v_off = off;
   off += sizeof(int32_t) * (v_codecs.size() + 1);
-  if (pending_) {
-    TQ_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(uploaded_.get()));
-    pending_ = false;
-  }
-  if (uploaded_.get() == nullptr) {
-    TQ_ASSIGN_OR_RETURN(uploaded_, Event::Create());
-  }
-  TQ_RETURN_IF_ERROR(host_plan_.Reserve(off));
-  TQ_RETURN_IF_ERROR(plan_.Reserve(off));
-  uint8_t* h = host_plan_.as<uint8_t>();
+  // The plan in host memory; uploaded only when it differs from the last call's (a decode step's attention per
+  // layer repeats it until a page fills).
+  plan_bytes_.assign(off, 0);
+  uint8_t* h = plan_bytes_.data();
   if (!pages.empty()) std::memcpy(h + pages_off, pages.data(), sizeof(GpuPage) * pages.size());
   if (!blocks.empty()) std::memcpy(h + blocks_off, blocks.data(), sizeof(Block) * blocks.size());
   std::memcpy(h + queries_off, qs.data(), sizeof(Query) * qs.size());
   if (!k_codecs.empty()) std::memcpy(h + k_off, k_codecs.data(), sizeof(int32_t) * k_codecs.size());
   if (!v_codecs.empty()) std::memcpy(h + v_off, v_codecs.data(), sizeof(int32_t) * v_codecs.size());
-  TQ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(plan_.get(), h, off, cudaMemcpyHostToDevice, stream));
-  TQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(uploaded_.get(), stream));
-  pending_ = true;
+  if (plan_bytes_ != uploaded_bytes_ || plan_.get() == nullptr) {
+    if (pending_) {
+      TQ_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(uploaded_.get()));
+      pending_ = false;
+    }
+    if (uploaded_.get() == nullptr) {
+      TQ_ASSIGN_OR_RETURN(uploaded_, Event::Create());
+    }
+    TQ_RETURN_IF_ERROR(host_plan_.Reserve(off));
+    TQ_RETURN_IF_ERROR(plan_.Reserve(off));
+    std::memcpy(host_plan_.get(), h, off);
+    TQ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(plan_.get(), host_plan_.get(), off, cudaMemcpyHostToDevice, stream));
+    TQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(uploaded_.get(), stream));
+    pending_ = true;
+    uploaded_bytes_.swap(plan_bytes_);
+  }
 
   const int nk = static_cast<int>(k_codecs.size());
   TQ_RETURN_IF_ERROR(qdom_.Reserve(sizeof(float) * std::max<size_t>(1, qs.size() * nk * kDomainSlots * group * d)));

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "common/status.h"
 #include "kernels/cuda/kv_codecs.h"
@@ -68,6 +69,8 @@ class PagedAttention {
   int64_t last_blocks() const { return last_blocks_; }
 
  private:
+  std::vector<uint8_t> plan_bytes_;      // this call's plan
+  std::vector<uint8_t> uploaded_bytes_;  // the plan now in plan_ (uploads are skipped while it is unchanged)
   PinnedBuffer host_plan_;   // staging of the plan for the upload
   Event uploaded_;           // the last upload from host_plan_ finished (host_plan_ may be rewritten)
   bool pending_ = false;
