@@ -24,6 +24,13 @@ run() {  # run NAME CMD...: logs to $out/NAME.txt, keeps going on failure
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 python3 bench/gpu/synthetic_gguf.py --shape smollm2-135m --out /tmp/smollm2-synthetic.gguf
 run kernels_cuda_test .gpu/bin/kernels_cuda_test
+# Memory errors and shared-memory races in the kernels, on small cases (where compute-sanitizer is there).
+if command -v compute-sanitizer > /dev/null; then
+  run memcheck compute-sanitizer --tool memcheck --error-exitcode 1 .gpu/bin/kernels_cuda_test \
+    --gtest_filter='CudaAttention.CausalLimits*:CudaEncode.Int8*:CudaEncode.Trained*'
+  run racecheck compute-sanitizer --tool racecheck --error-exitcode 1 .gpu/bin/kernels_cuda_test \
+    --gtest_filter='CudaAttention.CausalLimits*'
+fi
 if [ -x .gpu/bin/gpu_model_test ]; then
   TQ_MODEL=/tmp/smollm2-synthetic.gguf run gpu_model_test .gpu/bin/gpu_model_test
 fi

@@ -5,18 +5,15 @@
 #include <algorithm>
 #include <map>
 
+#include "common/fnv.h"
+
 namespace tq::engine {
 
 uint64_t PrefixHash(uint64_t parent, std::span<const int32_t> page_tokens) {
-  uint64_t h = 0xcbf29ce484222325ull ^ parent;  // FNV-1a over the parent and the token ids
-  auto mix = [&](uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xff;
-      h *= 0x100000001b3ull;
-    }
-  };
-  mix(parent);
-  for (int32_t t : page_tokens) mix(static_cast<uint32_t>(t));
+  Fnv1a64 fnv(Fnv1a64::kBasis ^ parent);  // FNV-1a over the parent and the token ids
+  fnv.Mix(parent);
+  for (int32_t t : page_tokens) fnv.Mix(static_cast<uint32_t>(t));
+  uint64_t h = fnv.value();
   // A final avalanche (splitmix64) so nearby prefixes spread; never 0 (0 means "no hash").
   h ^= h >> 30;
   h *= 0xbf58476d1ce4e5b9ull;

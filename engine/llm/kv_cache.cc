@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/fnv.h"
 #include "kernels/attention/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/formats/fp16.h"
@@ -150,24 +151,16 @@ std::array<int, 3> KvLayout::class_heads() const {
 }
 
 uint64_t KvLayout::fingerprint() const {
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&](uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xff;
-      h *= 0x100000001b3ull;
-    }
-  };
-  mix(static_cast<uint64_t>(kPage));
-  mix(static_cast<uint64_t>(head_dim_));
-  mix(static_cast<uint64_t>(n_kv_heads_));
-  mix(layers_.size());
+  Fnv1a64 h;
+  h.Mix(static_cast<uint64_t>(kPage)).Mix(static_cast<uint64_t>(head_dim_)).Mix(static_cast<uint64_t>(n_kv_heads_));
+  h.Mix(layers_.size());
   for (const LayerKvFormat& f : layers_) {
-    mix(f.plain ? 1 : 0);
+    h.Mix(f.plain ? 1 : 0);
     for (const HeadKvFormat& hf : f.heads) {
-      mix(static_cast<uint64_t>(hf.k) | static_cast<uint64_t>(hf.v) << 8 | static_cast<uint64_t>(hf.cls) << 16);
+      h.Mix(static_cast<uint64_t>(hf.k) | static_cast<uint64_t>(hf.v) << 8 | static_cast<uint64_t>(hf.cls) << 16);
     }
   }
-  return h;
+  return h.value();
 }
 
 bool KvLayout::adaptable() const {
