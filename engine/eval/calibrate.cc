@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <span>
 
+#include "engine/eval/perplexity.h"
 #include "engine/kv/page_store.h"
 
 namespace tq::engine {
@@ -82,16 +83,7 @@ StatusOr<std::vector<float>> ScoredLogProbs(const Model& model, const Tokenizer&
   TQ_RETURN_IF_ERROR_CTX(kv.fault(), "chunk " + std::to_string(chunks.first + i));
   const int V = model.hparams().vocab_size;
   const int rows = ctx - 1 - ctx / 2;
-  pool.ParallelFor(rows, [&](int64_t begin, int64_t end, int) {
-    for (int64_t r = begin; r < end; ++r) {
-      float* row = logits.data() + r * V;
-      const float m = *std::max_element(row, row + V);
-      double sum = 0;
-      for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - m);
-      const float lse = m + static_cast<float>(std::log(sum));
-      for (int v = 0; v < V; ++v) row[v] -= lse;
-    }
-  });
+  LogSoftmaxRows(logits.data(), rows, V, pool);
   return logits;
 }
 
@@ -219,9 +211,7 @@ double MeanKld(const float* ref, const float* test, int rows, int vocab, ThreadP
     for (int64_t r = begin; r < end; ++r) {
       const float* a = ref + r * vocab;
       const float* b = test + r * vocab;
-      double kl = 0;
-      for (int v = 0; v < vocab; ++v) kl += std::exp(static_cast<double>(a[v])) * (a[v] - b[v]);
-      sum += std::max(0.0, kl);
+      sum += KlDivergenceRow(a, b, vocab);
     }
     part[static_cast<size_t>(t)] += sum;
   });

@@ -60,16 +60,7 @@ StatusOr<std::vector<float>> RunChunk(const Model& model, const Tokenizer& tok, 
   }
   const int V = model.hparams().vocab_size;
   const int rows = ctx - 1 - first;
-  pool.ParallelFor(rows, [&](int64_t begin, int64_t end, int) {
-    for (int64_t r = begin; r < end; ++r) {
-      float* row = logits.data() + r * V;
-      const float m = *std::max_element(row, row + V);
-      double sum = 0;
-      for (int i = 0; i < V; ++i) sum += std::exp(static_cast<double>(row[i]) - m);
-      const float lse = m + static_cast<float>(std::log(sum));
-      for (int i = 0; i < V; ++i) row[i] -= lse;
-    }
-  });
+  LogSoftmaxRows(logits.data(), rows, V, pool);
   return logits;
 }
 
@@ -157,9 +148,7 @@ StatusOr<KldResult> KlDivergence(const Model& model, const Tokenizer& tok, const
     for (int j = first; j < o.ctx - 1; ++j) {
       const float* a = ref.data() + static_cast<size_t>(j - first) * V;
       const float* b = test.data() + static_cast<size_t>(j - first) * V;
-      double kl = 0;
-      for (int i = 0; i < V; ++i) kl += std::exp(static_cast<double>(a[i])) * (a[i] - b[i]);
-      klds.push_back(std::max(0.0, kl));
+      klds.push_back(KlDivergenceRow(a, b, V));
       same += (std::max_element(a, a + V) - a) == (std::max_element(b, b + V) - b);
       const int32_t next = p.tokens[static_cast<size_t>(c) * o.ctx + j + 1];
       ref_acc.Add(-a[next]);
@@ -182,6 +171,25 @@ StatusOr<KldResult> KlDivergence(const Model& model, const Tokenizer& tok, const
   }
   r.same_top = klds.empty() ? 0 : static_cast<double>(same) / klds.size();
   return r;
+}
+
+void LogSoftmaxRows(float* logits, int64_t rows, int vocab, ThreadPool& pool) {
+  pool.ParallelFor(rows, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      float* row = logits + r * vocab;
+      const float m = *std::max_element(row, row + vocab);
+      double sum = 0;
+      for (int i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(row[i]) - m);
+      const float lse = m + static_cast<float>(std::log(sum));
+      for (int i = 0; i < vocab; ++i) row[i] -= lse;
+    }
+  });
+}
+
+double KlDivergenceRow(const float* a, const float* b, int vocab) {
+  double kl = 0;
+  for (int i = 0; i < vocab; ++i) kl += std::exp(static_cast<double>(a[i])) * (a[i] - b[i]);
+  return std::max(0.0, kl);
 }
 
 }  // namespace tq::engine

@@ -49,6 +49,11 @@ struct KldResult {
   double same_top = 0;                              // share of scored tokens with the same argmax
 };
 
+// Rows of logits [rows][vocab] become log-probabilities (log-softmax, f64 sums), rows split over the pool.
+void LogSoftmaxRows(float* logits, int64_t rows, int vocab, ThreadPool& pool);
+// KL(a || b) in nats of two log-probability rows [vocab], clamped at 0 (rounding can make it slightly negative).
+double KlDivergenceRow(const float* a, const float* b, int vocab);
+
 // progress(chunk_done, chunks_total, running ppl).
 using EvalProgress = std::function<void(int, int, double)>;
 
