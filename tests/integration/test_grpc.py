@@ -1,8 +1,4 @@
 """The gRPC API (tqserve.v1.Inference), health checking and reflection, with grpcio clients."""
-import importlib
-import pathlib
-import sys
-import tempfile
 import threading
 import time
 
@@ -10,19 +6,11 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-from grpc_tools import protoc
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def pb():
-    out = tempfile.mkdtemp(prefix="tq-grpc-")
-    rc = protoc.main(["protoc", f"-I{ROOT / 'proto'}", f"--python_out={out}", f"--grpc_python_out={out}",
-                      str(ROOT / "proto/tqserve/v1/inference.proto")])
-    assert rc == 0
-    sys.path.insert(0, out)
-    return (importlib.import_module("tqserve.v1.inference_pb2"), importlib.import_module("tqserve.v1.inference_pb2_grpc"))
+def pb(grpc_pb):
+    return grpc_pb
 
 
 @pytest.fixture(scope="module")
