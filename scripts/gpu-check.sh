@@ -11,14 +11,17 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 reps=30; [ "${1:-}" = "--quick" ] && reps=5
 status=0
-run() {  # run NAME CMD...: logs to $out/NAME.txt, keeps going on failure
+summary=""
+run() {  # run NAME CMD...: the whole log goes to $out/checks.log, its end to stdout; keeps going on failure
   local name=$1; shift
-  echo "== $name: $*"
+  echo "== $name: $*" | tee -a "$out/checks.log"
   local start; start=$(date +%s)
-  "$@" > "$out/$name.txt" 2>&1
+  timeout "${TQ_GPU_STEP_TIMEOUT:-240}" "$@" > "$out/$name.log.tmp" 2>&1
   local rc=$?
-  tail -n 40 "$out/$name.txt"
-  echo "== $name: exit $rc in $(( $(date +%s) - start )) s"
+  cat "$out/$name.log.tmp" >> "$out/checks.log"
+  grep -E "FAILED|Failure|error|ERROR|Expected|Which is|tok/s|ms/tok|GB/s|vs f16|^GPU|^ *[0-9]" "$out/$name.log.tmp" | head -n 60
+  rm -f "$out/$name.log.tmp"
+  summary+="$name: exit $rc in $(( $(date +%s) - start )) s"$'\n'
   [ $rc -eq 0 ] || status=1
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
@@ -32,11 +35,14 @@ if command -v compute-sanitizer > /dev/null; then
     --gtest_filter='CudaAttention.CausalLimits*'
 fi
 if [ -x .gpu/bin/gpu_model_test ]; then
-  TQ_MODEL=/tmp/smollm2-synthetic.gguf run gpu_model_test .gpu/bin/gpu_model_test
+  export TQ_MODEL=/tmp/smollm2-synthetic.gguf
+  run gpu_model_test .gpu/bin/gpu_model_test
 fi
 run attention_bench .gpu/bin/tq_gpu_attention_bench --reps "$reps" --json "$out/attention.json"
 if [ -x .gpu/bin/tq_gpu_decode_bench ]; then
   run decode_bench .gpu/bin/tq_gpu_decode_bench --model /tmp/smollm2-synthetic.gguf --ctx 8192,32768 \
     --formats f16,int8,tq4 --steps "$reps" --json "$out/decode.json"
 fi
+echo "== summary"
+printf '%s' "$summary"
 exit $status

@@ -30,6 +30,7 @@ class Model {
   const HParams& hparams() const { return hp_; }
   const GgufFile& gguf() const { return *gguf_; }
   uint64_t weight_bytes() const { return weights_.total_bytes; }
+  const ModelWeights& weights() const { return weights_; }
 
   // Runs the batch through the model, writing K/V of every token into its sequence and, for each token with
   // want_logits, vocab_size logits into `logits` (in batch order, rows of vocab_size floats).

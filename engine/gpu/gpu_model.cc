@@ -1,0 +1,496 @@
+#include "engine/gpu/gpu_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+
+#include "engine/gpu/ops.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/weights/half.h"
+
+namespace tq::gpu {
+namespace {
+
+using engine::Weight;
+constexpr int kPage = kernels::kPageTokens;
+
+// The rows of `parts` (same cols) stacked, decoded to f32 and rounded to fp16, in device memory.
+StatusOr<DeviceBuffer> UploadF16(std::initializer_list<const Weight*> parts) {
+  const int64_t cols = (*parts.begin())->cols;
+  int64_t rows = 0;
+  for (const Weight* w : parts) {
+    if (w->cols != cols) return InternalError("GpuModel: stacked weights of different widths");
+    rows += w->rows;
+  }
+  std::vector<uint16_t> host(static_cast<size_t>(rows * cols));
+  std::vector<float> row(cols);
+  int64_t r0 = 0;
+  for (const Weight* w : parts) {
+    for (int64_t r = 0; r < w->rows; ++r, ++r0) {
+      kernels::DecodeRow(w->type, w->data + r * w->row_bytes, cols, row.data());
+      uint16_t* out = host.data() + r0 * cols;
+      for (int64_t c = 0; c < cols; ++c) out[c] = kernels::FloatToHalf(row[c]);
+    }
+  }
+  TQ_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::Allocate(host.size() * sizeof(uint16_t)));
+  TQ_CUDA_RETURN_IF_ERROR(cudaMemcpy(buf.get(), host.data(), host.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
+  return buf;
+}
+
+// Every element of `parts` (vectors: norms, biases) concatenated, as f32 in device memory.
+StatusOr<DeviceBuffer> UploadF32(std::initializer_list<const Weight*> parts) {
+  std::vector<float> host;
+  for (const Weight* w : parts) {
+    const size_t at = host.size();
+    host.resize(at + static_cast<size_t>(w->rows * w->cols));
+    for (int64_t r = 0; r < w->rows; ++r) {
+      kernels::DecodeRow(w->type, w->data + r * w->row_bytes, w->cols, host.data() + at + r * w->cols);
+    }
+  }
+  TQ_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::Allocate(host.size() * sizeof(float)));
+  TQ_CUDA_RETURN_IF_ERROR(cudaMemcpy(buf.get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return buf;
+}
+
+const uint16_t* Halfs(const DeviceBuffer& b) { return b.as<uint16_t>(); }
+const float* Floats(const DeviceBuffer& b) { return b.as<float>(); }
+
+// Pair i of n is warm when the running count of fraction * (i + 1) steps up: evenly spread, round(f * n) in all.
+bool WarmPair(int64_t i, double fraction) {
+  return std::floor((i + 1) * fraction + 1e-9) > std::floor(i * fraction + 1e-9);
+}
+
+uint64_t Mix(uint64_t seed, uint64_t a, uint64_t b) {
+  uint64_t z = seed ^ (a * 0x9e3779b97f4a7c15ull) ^ (b * 0xc2b2ae3d27d4eb4full);
+  z = (z ^ (z >> 33)) * 0xff51afd7ed558ccdull;
+  return z ^ (z >> 33);
+}
+
+}  // namespace
+
+GpuSequence::~GpuSequence() { model_->ReleaseSequence(*this); }
+
+GpuModel::~GpuModel() = default;
+
+StatusOr<std::unique_ptr<GpuModel>> GpuModel::Create(const engine::Model& cpu, const GpuModelOptions& options) {
+  TQ_RETURN_IF_ERROR(ProbeDevice().status());
+  std::unique_ptr<GpuModel> m(new GpuModel());
+  m->hp_ = cpu.hparams();
+  m->options_ = options;
+  const engine::HParams& hp = m->hp_;
+  if (hp.n_kv_heads <= 0 || hp.n_heads % hp.n_kv_heads != 0) return InvalidArgumentError("GpuModel: bad GQA shape");
+  m->group_ = hp.n_heads / hp.n_kv_heads;
+  if (m->group_ > kMaxGroup) {
+    return InvalidArgumentError("GpuModel: a GQA group of " + std::to_string(m->group_) + " query heads, the "
+                                "attention kernels take at most " + std::to_string(kMaxGroup));
+  }
+  if (options.max_tokens <= 0) return InvalidArgumentError("GpuModel: max_tokens must be positive");
+  if (!(options.warm_heads_fraction >= 0.0 && options.warm_heads_fraction <= 1.0)) {
+    return InvalidArgumentError("GpuModel: warm_heads_fraction must be in [0, 1]");
+  }
+  m->q_dim_ = hp.n_heads * hp.head_dim;
+  m->kv_dim_ = hp.n_kv_heads * hp.head_dim;
+  m->qkv_dim_ = m->q_dim_ + 2 * m->kv_dim_;
+  m->neox_ = hp.arch->rope == engine::RopeStyle::kHalves;
+  m->pages_per_head_ = (options.max_tokens + kPage - 1) / kPage;
+  TQ_ASSIGN_OR_RETURN(m->stream_, Stream::Create());
+  TQ_RETURN_IF_ERROR(m->UploadWeights(cpu));
+  TQ_RETURN_IF_ERROR(m->SetUpKv());
+
+  const engine::HParams& h = m->hp_;
+  auto alloc = [](DeviceBuffer& b, size_t floats) -> Status {
+    TQ_ASSIGN_OR_RETURN(b, DeviceBuffer::Allocate(floats * sizeof(float)));
+    return Status::Ok();
+  };
+  TQ_RETURN_IF_ERROR(alloc(m->ids_, 2 * kPage));
+  TQ_RETURN_IF_ERROR(alloc(m->x_, size_t{kPage} * h.n_embd));
+  TQ_RETURN_IF_ERROR(alloc(m->xn_, size_t{kPage} * std::max(h.n_embd, h.n_ff)));
+  TQ_RETURN_IF_ERROR(alloc(m->qkv_, size_t{kPage} * m->qkv_dim_));
+  TQ_RETURN_IF_ERROR(alloc(m->attn_, size_t{kPage} * m->q_dim_));
+  TQ_RETURN_IF_ERROR(alloc(m->gu_, size_t{kPage} * 2 * h.n_ff));
+  TQ_RETURN_IF_ERROR(alloc(m->h_, size_t{kPage} * h.n_ff));
+  TQ_RETURN_IF_ERROR(alloc(m->logits_, h.vocab_size));
+  m->attention_.resize(h.n_layers);
+  if (options.time_attention) {
+    for (int l = 0; l < h.n_layers; ++l) {
+      TQ_ASSIGN_OR_RETURN(Event a, Event::Create(true));
+      TQ_ASSIGN_OR_RETURN(Event b, Event::Create(true));
+      m->attn_start_.push_back(std::move(a));
+      m->attn_stop_.push_back(std::move(b));
+    }
+  }
+  return m;
+}
+
+Status GpuModel::UploadWeights(const engine::Model& cpu) {
+  const engine::ModelWeights& w = cpu.weights();
+  TQ_ASSIGN_OR_RETURN(token_embd_, UploadF16({&w.token_embd}));
+  TQ_ASSIGN_OR_RETURN(output_norm_, UploadF32({&w.output_norm}));
+  if (w.output.data != w.token_embd.data) {
+    TQ_ASSIGN_OR_RETURN(output_, UploadF16({&w.output}));
+  }
+  weight_bytes_ = token_embd_.bytes() + output_norm_.bytes() + output_.bytes();
+  layers_.resize(hp_.n_layers);
+  for (int l = 0; l < hp_.n_layers; ++l) {
+    const engine::LayerWeights& s = w.layers[l];
+    Layer& d = layers_[l];
+    TQ_ASSIGN_OR_RETURN(d.attn_norm, UploadF32({&s.attn_norm}));
+    TQ_ASSIGN_OR_RETURN(d.ffn_norm, UploadF32({&s.ffn_norm}));
+    TQ_ASSIGN_OR_RETURN(d.wqkv, UploadF16({&s.wq, &s.wk, &s.wv}));
+    if (s.bq.present() || s.bk.present() || s.bv.present()) {
+      if (!s.bq.present() || !s.bk.present() || !s.bv.present()) {
+        return UnimplementedError("GpuModel: only some of the q/k/v biases are present");
+      }
+      TQ_ASSIGN_OR_RETURN(d.bqkv, UploadF32({&s.bq, &s.bk, &s.bv}));
+    }
+    TQ_ASSIGN_OR_RETURN(d.wo, UploadF16({&s.wo}));
+    TQ_ASSIGN_OR_RETURN(d.wgu, UploadF16({&s.w_gate, &s.w_up}));
+    TQ_ASSIGN_OR_RETURN(d.wdown, UploadF16({&s.w_down}));
+    weight_bytes_ += d.attn_norm.bytes() + d.ffn_norm.bytes() + d.wqkv.bytes() + d.bqkv.bytes() + d.wo.bytes() +
+                     d.wgu.bytes() + d.wdown.bytes();
+  }
+  return Status::Ok();
+}
+
+Status GpuModel::SetUpKv() {
+  TQ_ASSIGN_OR_RETURN(kernels::KvFormat kf, kernels::FormatFromName(options_.k_format));
+  TQ_ASSIGN_OR_RETURN(kernels::KvFormat vf, kernels::FormatFromName(options_.v_format));
+  TQ_ASSIGN_OR_RETURN(k_codec_, kernels::KvCodec::Create(kf, hp_.head_dim));
+  TQ_ASSIGN_OR_RETURN(v_codec_, kernels::KvCodec::Create(vf, hp_.head_dim));
+  TQ_ASSIGN_OR_RETURN(k_index_, codecs_.Add(*k_codec_));
+  TQ_ASSIGN_OR_RETURN(v_index_, codecs_.Add(*v_codec_));
+  k_page_bytes_ = k_codec_->layout().page_bytes;
+  v_page_bytes_ = v_codec_->layout().page_bytes;
+  v_offset_ = SlotStride(k_page_bytes_);
+  pair_bytes_ = v_offset_ + v_page_bytes_;
+  pair_stride_ = SlotStride(pair_bytes_);
+
+  const int pairs = hp_.n_layers * hp_.n_kv_heads;
+  warm_heads_.assign(pairs, false);
+  int warm_pairs = 0, warm_per_layer = 0;
+  for (int l = 0; l < hp_.n_layers; ++l) {
+    int in_layer = 0;
+    for (int h = 0; h < hp_.n_kv_heads; ++h) {
+      const int i = l * hp_.n_kv_heads + h;
+      warm_heads_[i] = WarmPair(i, options_.warm_heads_fraction);
+      in_layer += warm_heads_[i] ? 1 : 0;
+    }
+    warm_pairs += in_layer;
+    warm_per_layer = std::max(warm_per_layer, in_layer);
+  }
+  const int hot_pairs = pairs - warm_pairs;
+  if (hot_pairs > 0) {
+    const int64_t slots = int64_t{hot_pairs} * pages_per_head_;
+    pool_ = SlabPool(PoolMemory::kDevice, pair_stride_ * static_cast<size_t>(slots));
+    TQ_RETURN_IF_ERROR(pool_.AddSlab(pair_bytes_, slots));
+  }
+  if (warm_pairs > 0) {
+    const int64_t slots = int64_t{warm_pairs} * pages_per_head_;
+    const size_t staging = pair_stride_ * static_cast<size_t>(warm_per_layer) * pages_per_head_;
+    TQ_ASSIGN_OR_RETURN(WarmTier tier, WarmTier::Create(pair_stride_ * static_cast<size_t>(slots), staging));
+    warm_ = std::make_unique<WarmTier>(std::move(tier));
+    TQ_RETURN_IF_ERROR(warm_->host().AddSlab(pair_bytes_, slots));
+  }
+  return Status::Ok();
+}
+
+double GpuModel::kv_bytes_per_token() const {
+  return static_cast<double>(hp_.n_layers) * hp_.n_kv_heads * static_cast<double>(k_page_bytes_ + v_page_bytes_) /
+         kPage;
+}
+
+double GpuModel::hot_kv_bytes_per_token() const {
+  const int64_t hot = std::count(warm_heads_.begin(), warm_heads_.end(), false);
+  return static_cast<double>(hot) * static_cast<double>(k_page_bytes_ + v_page_bytes_) / kPage;
+}
+
+StatusOr<std::unique_ptr<GpuSequence>> GpuModel::NewSequence() {
+  std::unique_ptr<GpuSequence> seq(new GpuSequence(this));
+  seq->pages_.resize(warm_heads_.size());
+  const size_t tail_bytes = warm_heads_.size() * kPage * hp_.head_dim * sizeof(float);
+  TQ_ASSIGN_OR_RETURN(seq->tail_k_, DeviceBuffer::Allocate(tail_bytes));
+  TQ_ASSIGN_OR_RETURN(seq->tail_v_, DeviceBuffer::Allocate(tail_bytes));
+  return seq;
+}
+
+void GpuModel::ReleaseSequence(GpuSequence& seq) {
+  // Kernels of the last pass may still read the pages: let them finish before the slots are reused.
+  (void)cudaStreamSynchronize(stream_.get());
+  for (size_t i = 0; i < seq.pages_.size(); ++i) {
+    for (uint8_t* slot : seq.pages_[i]) FreeSlot(static_cast<int>(i), slot);
+    seq.pages_[i].clear();
+  }
+  seq.n_tokens_ = 0;
+}
+
+StatusOr<uint8_t*> GpuModel::AllocateSlot(int pair_index) {
+  if (warm_heads_[pair_index]) return warm_->host().Allocate(pair_bytes_);
+  return pool_.Allocate(pair_bytes_);
+}
+
+void GpuModel::FreeSlot(int pair_index, uint8_t* slot) {
+  if (warm_heads_[pair_index]) {
+    warm_->host().Free(slot);
+  } else {
+    pool_.Free(slot);
+  }
+}
+
+Status GpuModel::EncodePairs(const float* x_k, const float* x_v, int n_tokens, std::span<uint8_t* const> targets) {
+  const int n = static_cast<int>(targets.size());
+  if (n == 0) return Status::Ok();
+  // [0, n): K pages, [n, 2n): V pages. Uploaded on the stream, so the array may be rewritten by the next call.
+  std::vector<uint8_t*> ptrs(2 * static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    ptrs[i] = targets[i];
+    ptrs[n + i] = targets[i] + v_offset_;
+  }
+  TQ_RETURN_IF_ERROR(ptrs_.Reserve(ptrs.size() * sizeof(uint8_t*)));
+  TQ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ptrs_.get(), ptrs.data(), ptrs.size() * sizeof(uint8_t*),
+                                          cudaMemcpyHostToDevice, stream_.get()));
+  uint8_t* const* dev = ptrs_.as<uint8_t*>();
+  const int64_t stride = int64_t{kPage} * hp_.head_dim;
+  TQ_RETURN_IF_ERROR(EncodePages(codecs_, k_index_, x_k, stride, n_tokens, dev, n, nullptr, stream_.get()));
+  TQ_RETURN_IF_ERROR(EncodePages(codecs_, v_index_, x_v, stride, n_tokens, dev + n, n, nullptr, stream_.get()));
+  return Status::Ok();
+}
+
+Status GpuModel::CopyPairsToHost(const uint8_t* src, std::span<uint8_t* const> host_slots) {
+  size_t i = 0;
+  while (i < host_slots.size()) {
+    size_t j = i + 1;
+    while (j < host_slots.size() && host_slots[j] == host_slots[j - 1] + pair_stride_) ++j;
+    TQ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_slots[i], src + i * pair_stride_, (j - i) * pair_stride_,
+                                            cudaMemcpyDeviceToHost, stream_.get()));
+    i = j;
+  }
+  return Status::Ok();
+}
+
+Status GpuModel::FlushTails(GpuSequence& seq) {
+  const int pairs = static_cast<int>(warm_heads_.size());
+  std::vector<uint8_t*> slots(pairs, nullptr);
+  for (int i = 0; i < pairs; ++i) {
+    StatusOr<uint8_t*> slot = AllocateSlot(i);
+    if (!slot.ok()) {
+      for (int j = 0; j < i; ++j) FreeSlot(j, slots[j]);
+      return slot.status();
+    }
+    slots[i] = *slot;
+  }
+  // Hot pairs are encoded in place; warm pairs into device scratch, then copied to their pinned slots.
+  TQ_RETURN_IF_ERROR(scratch_.Reserve(pair_stride_ * pairs));
+  std::vector<uint8_t*> targets(pairs);
+  std::vector<uint8_t*> warm_src, warm_dst;
+  for (int i = 0; i < pairs; ++i) {
+    targets[i] = warm_heads_[i] ? scratch_.as<uint8_t>() + static_cast<size_t>(i) * pair_stride_ : slots[i];
+  }
+  Status s = EncodePairs(seq.tail_k_.as<float>(), seq.tail_v_.as<float>(), kPage, targets);
+  for (int i = 0; s.ok() && i < pairs; ++i) {
+    if (warm_heads_[i]) s = CopyPairsToHost(targets[i], std::span<uint8_t* const>(&slots[i], 1));
+  }
+  if (!s.ok()) {
+    TQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+    for (int i = 0; i < pairs; ++i) FreeSlot(i, slots[i]);
+    return s;
+  }
+  for (int i = 0; i < pairs; ++i) seq.pages_[i].push_back(slots[i]);
+  return Status::Ok();
+}
+
+Status GpuModel::StageLayer(const GpuSequence& seq, int l) {
+  std::vector<StagedPage>& staged = staged_[l % 2];
+  staged.clear();
+  for (int h = 0; h < hp_.n_kv_heads; ++h) {
+    const int i = l * hp_.n_kv_heads + h;
+    if (!warm_heads_[i]) continue;
+    for (uint8_t* slot : seq.pages_[i]) staged.push_back(StagedPage{slot, nullptr});
+  }
+  if (staged.empty()) return Status::Ok();
+  return warm_->StageAsync(l % 2, staged, pair_stride_);
+}
+
+Status GpuModel::Forward(GpuSequence& seq, std::span<const int32_t> tokens, int first_pos, bool want_logits,
+                         std::vector<float>* logits) {
+  if (seq.model_ != this) return InvalidArgumentError("GpuModel: the sequence belongs to another model");
+  if (first_pos != seq.n_tokens()) {
+    return InvalidArgumentError("GpuModel: position " + std::to_string(first_pos) + " does not continue the "
+                                "sequence (next is " + std::to_string(seq.n_tokens()) + ")");
+  }
+  if (tokens.empty()) return InvalidArgumentError("GpuModel: no tokens");
+  if (first_pos + static_cast<int64_t>(tokens.size()) > options_.max_tokens) {
+    return OutOfRangeError("GpuModel: " + std::to_string(first_pos + tokens.size()) + " tokens exceed max_tokens " +
+                           std::to_string(options_.max_tokens));
+  }
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= hp_.vocab_size) {
+      return InvalidArgumentError("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                                  std::to_string(hp_.vocab_size) + ")");
+    }
+  }
+  if (want_logits && logits == nullptr) return InvalidArgumentError("GpuModel: want_logits without a vector");
+  last_attention_ms_ = 0.0f;
+  size_t done = 0;
+  while (done < tokens.size()) {
+    const int pos = first_pos + static_cast<int>(done);
+    const size_t n = std::min(tokens.size() - done, static_cast<size_t>(kPage - pos % kPage));
+    const bool last = done + n == tokens.size();
+    TQ_RETURN_IF_ERROR(ForwardChunk(seq, tokens.subspan(done, n), pos, want_logits && last, logits));
+    done += n;
+  }
+  return Status::Ok();
+}
+
+Status GpuModel::ForwardChunk(GpuSequence& seq, std::span<const int32_t> tokens, int first_pos, bool want_logits,
+                              std::vector<float>* logits) {
+  const engine::HParams& hp = hp_;
+  const int n = static_cast<int>(tokens.size());
+  const int E = hp.n_embd, D = hp.head_dim, H = hp.n_kv_heads;
+  const int slot0 = first_pos % kPage;
+  cudaStream_t st = stream_.get();
+
+  std::vector<int32_t> ids(2 * static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    ids[r] = tokens[r];
+    ids[n + r] = first_pos + r;
+  }
+  TQ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ids_.get(), ids.data(), ids.size() * sizeof(int32_t),
+                                          cudaMemcpyHostToDevice, st));
+  const int32_t* d_tokens = ids_.as<int32_t>();
+  const int32_t* d_pos = d_tokens + n;
+  float* x = x_.as<float>();
+  float* xn = xn_.as<float>();
+  float* qkv = qkv_.as<float>();
+  float* attn = attn_.as<float>();
+  TQ_RETURN_IF_ERROR(EmbedRows(Halfs(token_embd_), E, d_tokens, n, x, st));
+
+  if (warm_) {
+    TQ_RETURN_IF_ERROR(warm_->BeginPass(st));
+    TQ_RETURN_IF_ERROR(StageLayer(seq, 0));
+  }
+  std::vector<GpuPage> pages;
+  std::vector<GpuQuery> queries;
+  const int64_t head_stride = int64_t{kPage} * D;  // floats between two heads' tails
+  for (int l = 0; l < hp.n_layers; ++l) {
+    const Layer& L = layers_[l];
+    // The copy of layer l + 1's warm pages overlaps this layer's compute.
+    if (warm_ && l + 1 < hp.n_layers) TQ_RETURN_IF_ERROR(StageLayer(seq, l + 1));
+    TQ_RETURN_IF_ERROR(RmsNorm(x, Floats(L.attn_norm), n, E, hp.rms_eps, xn, st));
+    TQ_RETURN_IF_ERROR(MatMulF16(Halfs(L.wqkv), qkv_dim_, E, xn, E, n, qkv, qkv_dim_, false, st));
+    if (L.bqkv.get() != nullptr) TQ_RETURN_IF_ERROR(AddBias(qkv, qkv_dim_, Floats(L.bqkv), qkv_dim_, n, st));
+    // q heads then k heads are contiguous in a row: one RoPE call for both.
+    TQ_RETURN_IF_ERROR(Rope(qkv, qkv_dim_, n, hp.n_heads + H, D, hp.n_rot, d_pos, hp.rope_base, neox_, st));
+    float* tail_k = seq.tail_k_.as<float>() + int64_t{l} * H * head_stride;
+    float* tail_v = seq.tail_v_.as<float>() + int64_t{l} * H * head_stride;
+    TQ_RETURN_IF_ERROR(ScatterKv(qkv + q_dim_, qkv + q_dim_ + kv_dim_, qkv_dim_, n, H, D, tail_k, tail_v,
+                                 head_stride, slot0, st));
+
+    // Page table: each head's pages in order; warm heads read their staged copies.
+    pages.clear();
+    std::vector<int32_t> first(H);
+    size_t staged_at = 0;
+    for (int h = 0; h < H; ++h) {
+      const int i = l * H + h;
+      first[h] = static_cast<int32_t>(pages.size());
+      for (uint8_t* slot : seq.pages_[i]) {
+        const uint8_t* base = slot;
+        if (warm_heads_[i]) base = staged_[l % 2][staged_at++].device;
+        pages.push_back(GpuPage{base, base + v_offset_, k_index_, v_index_, kPage});
+      }
+    }
+    queries.clear();
+    const int span = group_ * D;
+    for (int r = 0; r < n; ++r) {
+      for (int h = 0; h < H; ++h) {
+        GpuQuery q;
+        q.q = qkv + int64_t{r} * qkv_dim_ + h * span;
+        q.out = attn + int64_t{r} * q_dim_ + h * span;
+        q.first_page = first[h];
+        q.num_pages = static_cast<int32_t>(seq.pages_[l * H + h].size());
+        q.tail_k = tail_k + h * head_stride;
+        q.tail_v = tail_v + h * head_stride;
+        q.tail_tokens = slot0 + n;
+        q.limit = first_pos + r + 1;
+        queries.push_back(q);
+      }
+    }
+    if (warm_) TQ_RETURN_IF_ERROR(warm_->WaitStaged(l % 2, st));
+    if (options_.time_attention) TQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(attn_start_[l].get(), st));
+    TQ_RETURN_IF_ERROR(attention_[l].Run(codecs_, pages, queries, D, group_, 0.0f, st));
+    if (options_.time_attention) TQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(attn_stop_[l].get(), st));
+    if (warm_) TQ_RETURN_IF_ERROR(warm_->Release(l % 2, st));
+
+    TQ_RETURN_IF_ERROR(MatMulF16(Halfs(L.wo), E, q_dim_, attn, q_dim_, n, x, E, true, st));  // x += wo attn
+    TQ_RETURN_IF_ERROR(RmsNorm(x, Floats(L.ffn_norm), n, E, hp.rms_eps, xn, st));
+    TQ_RETURN_IF_ERROR(MatMulF16(Halfs(L.wgu), 2 * hp.n_ff, E, xn, E, n, gu_.as<float>(), 2 * hp.n_ff, false, st));
+    TQ_RETURN_IF_ERROR(SwiGlu(gu_.as<float>(), hp.n_ff, n, h_.as<float>(), st));
+    TQ_RETURN_IF_ERROR(MatMulF16(Halfs(L.wdown), E, hp.n_ff, h_.as<float>(), hp.n_ff, n, x, E, true, st));
+  }
+  if (want_logits) {
+    const float* last = x + int64_t{n - 1} * E;
+    TQ_RETURN_IF_ERROR(RmsNorm(last, Floats(output_norm_), 1, E, hp.rms_eps, xn, st));
+    const DeviceBuffer& out = output_.get() != nullptr ? output_ : token_embd_;
+    TQ_RETURN_IF_ERROR(
+        MatMulF16(Halfs(out), hp.vocab_size, E, xn, E, 1, logits_.as<float>(), hp.vocab_size, false, st));
+    logits->resize(hp.vocab_size);
+    TQ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits->data(), logits_.get(), sizeof(float) * hp.vocab_size,
+                                            cudaMemcpyDeviceToHost, st));
+  }
+  if ((slot0 + n) % kPage == 0) TQ_RETURN_IF_ERROR(FlushTails(seq));
+  TQ_RETURN_IF_ERROR(stream_.Synchronize());
+  seq.n_tokens_ = first_pos + n;
+  if (options_.time_attention) {
+    for (int l = 0; l < hp.n_layers; ++l) {
+      TQ_ASSIGN_OR_RETURN(float ms, ElapsedMs(attn_start_[l], attn_stop_[l]));
+      last_attention_ms_ += ms;
+    }
+  }
+  return Status::Ok();
+}
+
+Status GpuModel::FillSynthetic(GpuSequence& seq, int n_tokens, uint64_t seed) {
+  if (seq.model_ != this) return InvalidArgumentError("GpuModel: the sequence belongs to another model");
+  if (seq.n_tokens() != 0) return FailedPreconditionError("GpuModel: FillSynthetic needs an empty sequence");
+  ReleaseSequence(seq);  // drops the pages a failed earlier fill may have left
+  if (n_tokens < 0 || n_tokens > options_.max_tokens) {
+    return OutOfRangeError("GpuModel: " + std::to_string(n_tokens) + " tokens, max_tokens is " +
+                           std::to_string(options_.max_tokens));
+  }
+  const int D = hp_.head_dim;
+  const int n_pages = n_tokens / kPage;
+  const int pairs = static_cast<int>(warm_heads_.size());
+  const size_t page_floats = size_t{kPage} * D;
+  cudaStream_t st = stream_.get();
+  DeviceBuffer rows_k, rows_v;
+  if (n_pages > 0) {
+    TQ_ASSIGN_OR_RETURN(rows_k, DeviceBuffer::Allocate(page_floats * n_pages * sizeof(float)));
+    TQ_ASSIGN_OR_RETURN(rows_v, DeviceBuffer::Allocate(page_floats * n_pages * sizeof(float)));
+    TQ_RETURN_IF_ERROR(scratch_.Reserve(pair_stride_ * n_pages));
+  }
+  std::vector<uint8_t*> slots(n_pages), targets(n_pages);
+  for (int i = 0; i < pairs && n_pages > 0; ++i) {
+    for (int p = 0; p < n_pages; ++p) {
+      StatusOr<uint8_t*> slot = AllocateSlot(i);
+      if (!slot.ok()) {
+        for (int q = 0; q < p; ++q) FreeSlot(i, slots[q]);
+        ReleaseSequence(seq);
+        return slot.status();
+      }
+      slots[p] = *slot;
+      targets[p] = warm_heads_[i] ? scratch_.as<uint8_t>() + static_cast<size_t>(p) * pair_stride_ : slots[p];
+    }
+    seq.pages_[i] = slots;  // owned by the sequence from here (freed with it on an error below)
+    TQ_RETURN_IF_ERROR(RandomNormal(rows_k.as<float>(), page_floats * n_pages, Mix(seed, i, 0), 1.0f, st));
+    TQ_RETURN_IF_ERROR(RandomNormal(rows_v.as<float>(), page_floats * n_pages, Mix(seed, i, 1), 1.0f, st));
+    TQ_RETURN_IF_ERROR(EncodePairs(rows_k.as<float>(), rows_v.as<float>(), kPage, targets));
+    if (warm_heads_[i]) TQ_RETURN_IF_ERROR(CopyPairsToHost(scratch_.as<uint8_t>(), slots));
+  }
+  const int64_t tail_floats = int64_t{pairs} * kPage * D;
+  TQ_RETURN_IF_ERROR(RandomNormal(seq.tail_k_.as<float>(), tail_floats, Mix(seed, pairs, 2), 1.0f, st));
+  TQ_RETURN_IF_ERROR(RandomNormal(seq.tail_v_.as<float>(), tail_floats, Mix(seed, pairs, 3), 1.0f, st));
+  TQ_RETURN_IF_ERROR(stream_.Synchronize());
+  seq.n_tokens_ = n_tokens;
+  return Status::Ok();
+}
+
+}  // namespace tq::gpu
