@@ -27,12 +27,14 @@ constexpr int kMaxDim = 256;
 #define TQ_FOR_EACH_HEAD(g, G) _Pragma("unroll") for (int g = 0; g < kMaxGroup; ++g) if (g < (G))
 
 // One thread block of the main kernel.
+// A split: consecutive pages of one query with the same K and V codecs, or its tail rows.
 struct Block {
   int32_t query = 0;
-  int32_t page = -1;     // into the page table; -1: the query's tail rows
-  int32_t tokens = 0;    // tokens of this page the query attends to, >= 1
-  int32_t k_local = -1;  // the K codec's slot in the transformed queries; -1: plain (identity)
-  int32_t v_local = -1;  // the V codec's accumulator slot in the merge; -1: plain
+  int32_t page = -1;       // first page in the page table; -1: the query's tail rows
+  int32_t num_pages = 1;   // pages of the split (1 for the tail)
+  int32_t tokens = 0;      // tokens of the split the query attends to, >= 1 (pages in order, each up to its count)
+  int32_t k_local = -1;    // the K codec's slot in the transformed queries; -1: plain (identity)
+  int32_t v_local = -1;    // the V codec's accumulator slot in the merge; -1: plain
 };
 
 // The device copy of one query, and where its blocks are.
@@ -107,12 +109,14 @@ __device__ inline void ScoreSegment(const uint8_t* group_bytes, const GpuSegment
   const float* q = qt + seg.first * kMaxGroup;
   if (seg.bits == 16) {
     const uint16_t* h = reinterpret_cast<const uint16_t*>(group_bytes);
+#pragma unroll 8
     for (int i = 0; i < seg.dims; ++i) AddScaled(q + i * kMaxGroup, HalfBits(h[i * kGroupTokens + t]), acc, G);
     return;
   }
   const uint8_t* base = group_bytes + seg.group_offset;
   if (seg.bits == 3) {
     const uint8_t* hi_plane = base + kGroupTokens * (seg.dims / 4);
+#pragma unroll 2
     for (int r = 0; r < seg.dims / 8; ++r) {
       const uint32_t lo = base[(2 * r) * kGroupTokens + t] | (base[(2 * r + 1) * kGroupTokens + t] << 8);
       const uint32_t hi = hi_plane[r * kGroupTokens + t];
@@ -125,6 +129,7 @@ __device__ inline void ScoreSegment(const uint8_t* group_bytes, const GpuSegment
     return;
   }
   if (table == nullptr) {  // int8
+#pragma unroll 8
     for (int i = 0; i < seg.dims; ++i) {
       AddScaled(q + i * kMaxGroup, static_cast<float>(static_cast<int8_t>(base[i * kGroupTokens + t])), acc, G);
     }
@@ -132,6 +137,7 @@ __device__ inline void ScoreSegment(const uint8_t* group_bytes, const GpuSegment
   }
   switch (seg.bits) {
     case 4:
+#pragma unroll 8
       for (int r = 0; r < seg.dims / 2; ++r) {
         const uint32_t byte = base[r * kGroupTokens + t];
         AddScaled(q + (2 * r) * kMaxGroup, table[byte & 15u], acc, G);
@@ -152,22 +158,48 @@ __device__ inline void ScoreSegment(const uint8_t* group_bytes, const GpuSegment
   }
 }
 
-__global__ void __launch_bounds__(kThreads) PageKernel(CallArgs a) {
+// Sum (or max) over the 128 threads of the block for every query head: warp shuffles, then the four warps
+// through `scratch` ([4][kMaxGroup]). Every thread gets the result. Contains __syncthreads.
+template <bool kMax>
+__device__ inline void BlockReduce(float (&v)[kMaxGroup], float* scratch, int G) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  TQ_FOR_EACH_HEAD(g, G) {
+    float x = v[g];
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) {
+      const float y = __shfl_xor_sync(0xffffffffu, x, off);
+      x = kMax ? fmaxf(x, y) : x + y;
+    }
+    if (lane == 0) scratch[warp * kMaxGroup + g] = x;
+  }
+  __syncthreads();
+  TQ_FOR_EACH_HEAD(g, G) {
+    const float* w = scratch + g;
+    v[g] = kMax ? fmaxf(fmaxf(w[0], w[kMaxGroup]), fmaxf(w[2 * kMaxGroup], w[3 * kMaxGroup]))
+                : (w[0] + w[kMaxGroup]) + (w[2 * kMaxGroup] + w[3 * kMaxGroup]);
+  }
+  __syncthreads();  // scratch may be reused
+}
+
+// One split per block: for each page, thread t scores token t, the running softmax (m, l) is updated, and the
+// values are accumulated one domain coordinate per thread (tokens split between `parts` threads when there are
+// fewer coordinates than threads), rescaled as the running maximum grows.
+__global__ void __launch_bounds__(kThreads, 4) SplitKernel(CallArgs a) {
   const Block blk = a.blocks[blockIdx.x];
   const Query& qu = a.queries[blk.query];
-  const int d = a.d, G = a.group, tid = threadIdx.x, n = blk.tokens;
+  const int d = a.d, G = a.group, tid = threadIdx.x;
   const bool tail = blk.page < 0;
-  const GpuPage page = tail ? GpuPage{} : a.pages[blk.page];
+  const GpuPage first = tail ? GpuPage{} : a.pages[blk.page];
   // Queries coordinate-major per domain slot: qt[(slot * kMaxDim + c) * kMaxGroup + g].
   __shared__ __align__(16) float qt[kDomainSlots * kMaxDim * kMaxGroup];
   __shared__ float tables[2 * kMaxSegments * 256];  // [K/V][segment][code]
   // Softmax weights times the token's V norm (or 1), per V segment: pn[(s * kPageTokens + t) * kMaxGroup + g].
   __shared__ __align__(16) float pn[kMaxSegments * kPageTokens * kMaxGroup];
   __shared__ float red[kPageTokens * kMaxGroup];
-  __shared__ float stat[kMaxGroup];
+  __shared__ float scratch[4 * kMaxGroup];
 
-  const GpuCodec* kc = tail ? nullptr : &a.codecs[page.k_codec];
-  const GpuCodec* vc = tail ? nullptr : &a.codecs[page.v_codec];
+  const GpuCodec* kc = tail ? nullptr : &a.codecs[first.k_codec];
+  const GpuCodec* vc = tail ? nullptr : &a.codecs[first.v_codec];
   if (blk.k_local < 0) {
     for (int idx = tid; idx < G * d; idx += kThreads) qt[(idx % d) * kMaxGroup + idx / d] = qu.q.q[idx];
   } else {
@@ -189,123 +221,177 @@ __global__ void __launch_bounds__(kThreads) PageKernel(CallArgs a) {
   }
   __syncthreads();
 
-  // Scores: thread t <-> token t.
-  float score[kMaxGroup];
-  TQ_FOR_EACH_HEAD(g, kMaxGroup) score[g] = -INFINITY;
-  if (tid < n) {
-    float acc[kMaxGroup];
-    TQ_FOR_EACH_HEAD(g, kMaxGroup) acc[g] = 0.0f;
-    if (tail) {
-      const float* k = qu.q.tail_k + static_cast<int64_t>(tid) * d;
-      for (int i = 0; i < d; ++i) AddScaled(qt + i * kMaxGroup, k[i], acc, G);
-    } else {
-      const uint8_t* grp = GroupOf(page.k, *kc, tid);
-      const int t = tid % kGroupTokens;
-      if (kc->kind == GpuKind::kTq) {
-        for (int s = 0; s < kc->num_segments; ++s) {
-          const GpuSegment& seg = kc->seg[s];
-          float part[kMaxGroup];
-          TQ_FOR_EACH_HEAD(g, kMaxGroup) part[g] = 0.0f;
-          ScoreSegment(grp, seg, &tables[s * 256], t, qt + seg.slot * kMaxDim * kMaxGroup, G, part);
-          const float norm = HalfBits(detail::NormsOf(page.k, *kc, seg.norm_slot)[tid]);
-          TQ_FOR_EACH_HEAD(g, G) acc[g] = fmaf(norm, part[g], acc[g]);
-        }
-      } else {
-        ScoreSegment(grp, kc->seg[0], nullptr, t, qt, G, acc);
-        if (kc->kind == GpuKind::kInt8) {
-          float k_scale;
-          memcpy(&k_scale, page.k + detail::kHeaderScaleOffset, 4);
-          TQ_FOR_EACH_HEAD(g, G) acc[g] *= k_scale;
-        }
-      }
-    }
-    TQ_FOR_EACH_HEAD(g, G) score[g] = acc[g] * a.scale;
-  }
-
-  // Page-local softmax: m = max score, p = exp(score - m), l = sum p (per query head).
-  float* part = a.partials + PartialFloats(G, d) * blockIdx.x;
-  TQ_FOR_EACH_HEAD(g, G) red[g * kPageTokens + tid] = score[g];
-  __syncthreads();
-  if (tid < G) {
-    float m = -INFINITY;
-    for (int t = 0; t < n; ++t) m = fmaxf(m, red[tid * kPageTokens + t]);
-    stat[tid] = m;
-  }
-  __syncthreads();
-  float p[kMaxGroup];
-  TQ_FOR_EACH_HEAD(g, kMaxGroup) p[g] = 0.0f;
-  TQ_FOR_EACH_HEAD(g, G) p[g] = tid < n ? expf(score[g] - stat[g]) : 0.0f;
-  __syncthreads();  // every thread has read red (the max) before it is reused for the sums
-  TQ_FOR_EACH_HEAD(g, G) red[g * kPageTokens + tid] = p[g];
-  // V norms folded into the weights.
+  // This thread's value coordinates: virtual coordinate vi over the concatenated V segments, in `rounds` rounds.
   const int nseg = tail ? 1 : vc->num_segments;
-  for (int s = 0; s < nseg; ++s) {
-    float norm = 1.0f;
-    if (!tail && vc->kind == GpuKind::kTq && tid < n) {
-      norm = HalfBits(detail::NormsOf(page.v, *vc, vc->seg[s].norm_slot)[tid]);
-    }
-    TQ_FOR_EACH_HEAD(g, kMaxGroup) pn[(s * kPageTokens + tid) * kMaxGroup + g] = p[g] * norm;
-  }
-  __syncthreads();
-  if (tid < G) {
-    float l = 0.0f;
-    for (int t = 0; t < n; ++t) l += red[tid * kPageTokens + t];
-    part[tid] = stat[tid];
-    part[G + tid] = l;
-  }
-  float v_scale = 1.0f;
-  if (!tail && vc->kind == GpuKind::kInt8) memcpy(&v_scale, page.v + detail::kHeaderScaleOffset, 4);
-  __syncthreads();  // red is reused below
-
-  // Values: virtual coordinate vi over the concatenated segments; `parts` threads share a coordinate when the
-  // coordinates are fewer than the threads, each taking a run of tokens.
   const int total = tail ? d : vc->total_dims;
   const int parts = total >= kThreads ? 1 : kThreads / total;
   const int per_part = kThreads / parts;  // threads per run of tokens
   const int span = kPageTokens / parts;
-  float* acc_out = part + 2 * G;
-  for (int base_vi = 0; base_vi < total; base_vi += per_part) {
-    const int vi = base_vi + tid % per_part;
-    const int my_part = tid / per_part;
-    float acc[kMaxGroup];
-    TQ_FOR_EACH_HEAD(g, kMaxGroup) acc[g] = 0.0f;
-    const bool active = vi < total && my_part < parts;
-    int s = 0, i = vi;
-    if (active && nseg == 2 && vi >= vc->seg[0].dims) {
-      s = 1;
-      i = vi - vc->seg[0].dims;
+  const int my_part = tid / per_part;
+  const int rounds = (total + per_part - 1) / per_part;  // 1 or 2 (total <= 2 * kMaxDim = 4 * kThreads)
+  constexpr int kMaxRounds = 4;
+  float acc[kMaxRounds][kMaxGroup];
+#pragma unroll
+  for (int r = 0; r < kMaxRounds; ++r) TQ_FOR_EACH_HEAD(g, kMaxGroup) acc[r][g] = 0.0f;
+  float m_run[kMaxGroup], l_run[kMaxGroup];
+  TQ_FOR_EACH_HEAD(g, kMaxGroup) {
+    m_run[g] = -INFINITY;
+    l_run[g] = 0.0f;
+  }
+  int left = blk.tokens;
+  for (int pi = 0; pi < blk.num_pages && left > 0; ++pi) {
+    const GpuPage page = tail ? GpuPage{} : a.pages[blk.page + pi];
+    const int n = tail ? left : min(left, page.num_tokens);
+    left -= tail ? left : page.num_tokens;
+
+    // Scores: thread t <-> token t.
+    float score[kMaxGroup];
+    TQ_FOR_EACH_HEAD(g, kMaxGroup) score[g] = -INFINITY;
+    if (tid < n) {
+      float sacc[kMaxGroup];
+      TQ_FOR_EACH_HEAD(g, kMaxGroup) sacc[g] = 0.0f;
+      if (tail) {
+        const float* k = qu.q.tail_k + static_cast<int64_t>(tid) * d;
+        for (int i = 0; i < d; ++i) AddScaled(qt + i * kMaxGroup, k[i], sacc, G);
+      } else {
+        const uint8_t* grp = GroupOf(page.k, *kc, tid);
+        const int t = tid % kGroupTokens;
+        if (kc->kind == GpuKind::kTq) {
+          for (int s = 0; s < kc->num_segments; ++s) {
+            const GpuSegment& seg = kc->seg[s];
+            float part[kMaxGroup];
+            TQ_FOR_EACH_HEAD(g, kMaxGroup) part[g] = 0.0f;
+            ScoreSegment(grp, seg, &tables[s * 256], t, qt + seg.slot * kMaxDim * kMaxGroup, G, part);
+            const float norm = HalfBits(detail::NormsOf(page.k, *kc, seg.norm_slot)[tid]);
+            TQ_FOR_EACH_HEAD(g, G) sacc[g] = fmaf(norm, part[g], sacc[g]);
+          }
+        } else {
+          ScoreSegment(grp, kc->seg[0], nullptr, t, qt, G, sacc);
+          if (kc->kind == GpuKind::kInt8) {
+            float k_scale;
+            memcpy(&k_scale, page.k + detail::kHeaderScaleOffset, 4);
+            TQ_FOR_EACH_HEAD(g, G) sacc[g] *= k_scale;
+          }
+        }
+      }
+      TQ_FOR_EACH_HEAD(g, G) score[g] = sacc[g] * a.scale;
     }
-    if (active) {
-      const int t0 = my_part * span, t1 = min(n, t0 + span);
+
+    // Running softmax: page maximum, rescale factor, weights, their sum.
+    float m_new[kMaxGroup];
+    TQ_FOR_EACH_HEAD(g, kMaxGroup) m_new[g] = score[g];
+    BlockReduce<true>(m_new, scratch, G);
+    float alpha[kMaxGroup], p[kMaxGroup];
+    TQ_FOR_EACH_HEAD(g, kMaxGroup) {
+      alpha[g] = 1.0f;
+      p[g] = 0.0f;
+    }
+    TQ_FOR_EACH_HEAD(g, G) {
+      m_new[g] = fmaxf(m_new[g], m_run[g]);
+      alpha[g] = expf(m_run[g] - m_new[g]);  // 0 on the first page (m_run = -inf)
+      p[g] = tid < n ? expf(score[g] - m_new[g]) : 0.0f;
+      m_run[g] = m_new[g];
+    }
+    for (int s = 0; s < nseg; ++s) {
+      float norm = 1.0f;
+      if (!tail && vc->kind == GpuKind::kTq && tid < n) {
+        norm = HalfBits(detail::NormsOf(page.v, *vc, vc->seg[s].norm_slot)[tid]);
+      }
+      TQ_FOR_EACH_HEAD(g, kMaxGroup) pn[(s * kPageTokens + tid) * kMaxGroup + g] = p[g] * norm;
+    }
+    BlockReduce<false>(p, scratch, G);  // also the barrier before pn is read
+    TQ_FOR_EACH_HEAD(g, G) l_run[g] = l_run[g] * alpha[g] + p[g];
+
+    float v_scale = 1.0f;
+    if (!tail && vc->kind == GpuKind::kInt8) memcpy(&v_scale, page.v + detail::kHeaderScaleOffset, 4);
+    const int t0 = my_part * span, t1 = min(n, t0 + span);
+#pragma unroll
+    for (int r = 0; r < kMaxRounds; ++r) {
+      if (r >= rounds) break;
+      const int vi = r * per_part + tid % per_part;
+      TQ_FOR_EACH_HEAD(g, G) acc[r][g] *= alpha[g];
+      if (vi >= total || my_part >= parts) continue;
+      int s = 0, i = vi;
+      if (nseg == 2 && vi >= vc->seg[0].dims) {
+        s = 1;
+        i = vi - vc->seg[0].dims;
+      }
       const float* w = pn + s * kPageTokens * kMaxGroup;
+      float va[kMaxGroup];
+      TQ_FOR_EACH_HEAD(g, kMaxGroup) va[g] = 0.0f;
       if (tail) {
         for (int t = t0; t < t1; ++t) {
-          AddScaled(w + t * kMaxGroup, qu.q.tail_v[static_cast<int64_t>(t) * d + i], acc, G);
+          AddScaled(w + t * kMaxGroup, qu.q.tail_v[static_cast<int64_t>(t) * d + i], va, G);
         }
       } else if (vc->kind == GpuKind::kF16) {
-        for (int t = t0; t < t1; ++t) {
-          const uint16_t* h = reinterpret_cast<const uint16_t*>(GroupOf(page.v, *vc, t));
-          AddScaled(w + t * kMaxGroup, HalfBits(h[i * kGroupTokens + t % kGroupTokens]), acc, G);
+        // Four tokens per 8-byte load; tokens past n have zero weights (and zero codes), so whole spans are read.
+        const uint8_t* col = page.v + vc->codes_offset + i * 2 * kGroupTokens;
+#pragma unroll 4
+        for (int t = t0; t < t0 + span; t += 4) {
+          const uint2 h4 =
+              *reinterpret_cast<const uint2*>(col + (t / kGroupTokens) * vc->group_bytes + 2 * (t % kGroupTokens));
+          AddScaled(w + t * kMaxGroup, HalfBits(h4.x & 0xffffu), va, G);
+          AddScaled(w + (t + 1) * kMaxGroup, HalfBits(h4.x >> 16), va, G);
+          AddScaled(w + (t + 2) * kMaxGroup, HalfBits(h4.y & 0xffffu), va, G);
+          AddScaled(w + (t + 3) * kMaxGroup, HalfBits(h4.y >> 16), va, G);
         }
       } else if (vc->kind == GpuKind::kInt8) {
-        const GpuSegment& seg = vc->seg[0];
-        for (int t = t0; t < t1; ++t) {
-          const uint8_t* grp = GroupOf(page.v, *vc, t) + seg.group_offset;
-          AddScaled(w + t * kMaxGroup, static_cast<float>(static_cast<int8_t>(grp[i * kGroupTokens + t % kGroupTokens])),
-                    acc, G);
+        const uint8_t* col = page.v + vc->codes_offset + vc->seg[0].group_offset + i * kGroupTokens;
+#pragma unroll 4
+        for (int t = t0; t < t0 + span; t += 4) {
+          const uint32_t b4 = *reinterpret_cast<const uint32_t*>(col + (t / kGroupTokens) * vc->group_bytes +
+                                                                 t % kGroupTokens);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            AddScaled(w + (t + j) * kMaxGroup, static_cast<float>(static_cast<int8_t>((b4 >> (8 * j)) & 0xffu)), va, G);
+          }
         }
-        TQ_FOR_EACH_HEAD(g, G) acc[g] *= v_scale;
+        TQ_FOR_EACH_HEAD(g, G) va[g] *= v_scale;
       } else {
         const GpuSegment& seg = vc->seg[s];
         const float* table = &tables[(kMaxSegments + s) * 256];
-        for (int t = t0; t < t1; ++t) {
-          AddScaled(w + t * kMaxGroup, table[GetCode(GroupOf(page.v, *vc, t), seg, i, t % kGroupTokens)], acc, G);
+        if (seg.bits == 4) {
+          const uint8_t* col = page.v + vc->codes_offset + seg.group_offset + (i / 2) * kGroupTokens;
+          const int shift = (i % 2) * 4;
+#pragma unroll 4
+          for (int t = t0; t < t0 + span; t += 4) {
+            const uint32_t b4 = *reinterpret_cast<const uint32_t*>(col + (t / kGroupTokens) * vc->group_bytes +
+                                                                   t % kGroupTokens) >> shift;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) AddScaled(w + (t + j) * kMaxGroup, table[(b4 >> (8 * j)) & 15u], va, G);
+          }
+        } else {
+          for (int t = t0; t < t1; ++t) {
+            AddScaled(w + t * kMaxGroup, table[GetCode(GroupOf(page.v, *vc, t), seg, i, t % kGroupTokens)], va, G);
+          }
         }
       }
+      TQ_FOR_EACH_HEAD(g, G) acc[r][g] += va[g];
     }
-    TQ_FOR_EACH_HEAD(g, G) red[tid * kMaxGroup + g] = acc[g];
+    __syncthreads();  // pn is rewritten by the next page
+  }
+
+  // The split's partial: m, l, and the accumulators summed over the token parts.
+  float* part = a.partials + PartialFloats(G, d) * blockIdx.x;
+  if (tid == 0) {
+    TQ_FOR_EACH_HEAD(g, G) {
+      part[g] = m_run[g];
+      part[G + g] = l_run[g];
+    }
+  }
+  float* acc_out = part + 2 * G;
+#pragma unroll
+  for (int r = 0; r < kMaxRounds; ++r) {
+    if (r >= rounds) break;
+    TQ_FOR_EACH_HEAD(g, G) red[tid * kMaxGroup + g] = acc[r][g];
     __syncthreads();
-    if (active && my_part == 0) {
+    const int vi = r * per_part + tid % per_part;
+    if (vi < total && my_part == 0) {
+      int s = 0, i = vi;
+      if (nseg == 2 && vi >= vc->seg[0].dims) {
+        s = 1;
+        i = vi - vc->seg[0].dims;
+      }
       const int slot = tail ? 0 : vc->seg[s].slot;
       const int c = (tail ? 0 : vc->seg[s].first) + i;
       TQ_FOR_EACH_HEAD(g, G) {
@@ -318,34 +404,80 @@ __global__ void __launch_bounds__(kThreads) PageKernel(CallArgs a) {
   }
 }
 
-// out[g] = merge of the query's blocks, mapped back from each domain. Grid (queries, group); block kMaxDim.
-__global__ void MergeKernel(CallArgs a) {
+// out[g] = merge of the query's splits, mapped back from each domain. Grid (queries, group); block kMergeThreads:
+// the splits' maxima and weights in parallel, then coordinate c summed by kMergeThreads / d threads over strided
+// splits, per V codec and domain slot, and the slices added.
+constexpr int kMergeThreads = 256;
+constexpr int kMaxAccum = (1 + kMaxCallCodecs) * kDomainSlots;
+
+__global__ void __launch_bounds__(kMergeThreads) MergeKernel(CallArgs a) {
   const Query& qu = a.queries[blockIdx.x];
-  const int g = blockIdx.y, d = a.d, G = a.group;
-  __shared__ float accum[(1 + kMaxCallCodecs) * kDomainSlots * kMaxDim];
-  float* out = qu.q.out + static_cast<int64_t>(g) * d;
+  const int g = blockIdx.y, d = a.d, G = a.group, tid = threadIdx.x;
+  const int nb = qu.num_blocks;
   const int64_t stride = PartialFloats(G, d);
+  const float* base = a.partials + static_cast<int64_t>(qu.first_block) * stride;
+  __shared__ float red[kMergeThreads];
+  __shared__ float accum[kMaxAccum * kMaxDim];
+  __shared__ float slice_sums[kMaxAccum * kMergeThreads];
+  float* out = qu.q.out + static_cast<int64_t>(g) * d;
+
+  // M = max over splits of m; L = sum of l * exp(m - M).
   float m = -INFINITY;
-  for (int b = 0; b < qu.num_blocks; ++b) m = fmaxf(m, a.partials[(qu.first_block + b) * stride + g]);
-  for (int idx = threadIdx.x; idx < (1 + a.nv) * kDomainSlots * d; idx += blockDim.x) accum[idx] = 0.0f;
+  for (int b = tid; b < nb; b += kMergeThreads) m = fmaxf(m, base[b * stride + g]);
+  red[tid] = m;
+  __syncthreads();
+  for (int w = kMergeThreads / 2; w > 0; w /= 2) {
+    if (tid < w) red[tid] = fmaxf(red[tid], red[tid + w]);
+    __syncthreads();
+  }
+  const float M = red[0];
   __syncthreads();
   float l = 0.0f;
-  for (int b = 0; b < qu.num_blocks; ++b) {
-    const int blk_index = qu.first_block + b;
-    const float* part = a.partials + blk_index * stride;
-    const float w = expf(part[g] - m);
-    l += w * part[G + g];
-    const Block& blk = a.blocks[blk_index];
-    const int slot_base = (blk.v_local + 1) * kDomainSlots;
-    const bool sketch = blk.v_local >= 0 && a.codecs[a.v_codecs[blk.v_local]].domain[1] != nullptr;
-    for (int c = threadIdx.x; c < d; c += blockDim.x) {
-      accum[slot_base * d + c] += w * part[2 * G + g * d + c];
-      if (sketch) accum[(slot_base + 1) * d + c] += w * part[2 * G + (G + g) * d + c];
+  for (int b = tid; b < nb; b += kMergeThreads) l += base[b * stride + G + g] * expf(base[b * stride + g] - M);
+  red[tid] = l;
+  __syncthreads();
+  for (int w = kMergeThreads / 2; w > 0; w /= 2) {
+    if (tid < w) red[tid] += red[tid + w];
+    __syncthreads();
+  }
+  const float L = red[0];
+  // Coordinate c, slice `slice` of the splits (d <= kMergeThreads): per-thread sums per (V codec, slot), then
+  // the slices added in a fixed order (deterministic, unlike atomics).
+  const int slices = kMergeThreads / d;
+  const int c_mine = tid % d, slice = tid / d;
+  float sums[kMaxAccum];
+#pragma unroll
+  for (int k = 0; k < kMaxAccum; ++k) sums[k] = 0.0f;
+  if (slice < slices) {
+    for (int b = slice; b < nb; b += slices) {
+      const float* part = base + b * stride;
+      const float w = expf(part[g] - M);
+      const Block& blk = a.blocks[qu.first_block + b];
+      const int k0 = (blk.v_local + 1) * kDomainSlots;
+      const float v0 = w * part[2 * G + g * d + c_mine];
+      const bool sketch = blk.v_local >= 0 && a.codecs[a.v_codecs[blk.v_local]].domain[1] != nullptr;
+      const float v1 = sketch ? w * part[2 * G + (G + g) * d + c_mine] : 0.0f;
+#pragma unroll
+      for (int k = 0; k < kMaxAccum; k += kDomainSlots) {
+        if (k == k0) {
+          sums[k] += v0;
+          sums[k + 1] += v1;
+        }
+      }
     }
   }
+#pragma unroll
+  for (int k = 0; k < kMaxAccum; ++k) slice_sums[k * kMergeThreads + tid] = sums[k];
   __syncthreads();
-  for (int c = threadIdx.x; c < d; c += blockDim.x) {
-    float o = accum[c];
+  for (int idx = tid; idx < kMaxAccum * d; idx += kMergeThreads) {
+    const int k = idx / d, c = idx % d;
+    float sum = 0.0f;
+    for (int sl = 0; sl < slices; ++sl) sum += slice_sums[k * kMergeThreads + sl * d + c];
+    accum[idx] = sum;
+  }
+  __syncthreads();
+  for (int c = tid; c < d; c += kMergeThreads) {
+    float o = accum[c];  // plain domain
     for (int v = 0; v < a.nv; ++v) {
       const GpuCodec& codec = a.codecs[a.v_codecs[v]];
       for (int slot = 0; slot < kDomainSlots; ++slot) {
@@ -357,7 +489,7 @@ __global__ void MergeKernel(CallArgs a) {
         o += sum;
       }
     }
-    out[c] = l > 0.0f ? o / l : 0.0f;
+    out[c] = L > 0.0f ? o / L : 0.0f;
   }
 }
 
@@ -387,6 +519,34 @@ Status PagedAttention::Run(const DeviceCodecs& codecs, std::span<const GpuPage> 
     list.push_back(codec);
     return static_cast<int32_t>(list.size() - 1);
   };
+  // Pages per split: enough splits for about four blocks per multiprocessor over the whole call.
+  for (const GpuQuery& q : queries) {  // the arguments first: bad calls fail before any device work
+    if (q.first_page < 0 || q.num_pages < 0 || static_cast<size_t>(q.first_page) + q.num_pages > pages.size()) {
+      return InvalidArgumentError("GPU attention: a query's pages are outside the page table");
+    }
+    if (q.tail_tokens < 0 || q.tail_tokens > kPageTokens || (q.tail_tokens > 0 && (!q.tail_k || !q.tail_v))) {
+      return InvalidArgumentError("GPU attention: bad tail rows");
+    }
+    for (int pi = q.first_page; pi < q.first_page + q.num_pages; ++pi) {
+      const GpuPage& pg = pages[pi];
+      if (pg.k_codec < 0 || pg.k_codec >= codecs.size() || pg.v_codec < 0 || pg.v_codec >= codecs.size()) {
+        return InvalidArgumentError("GPU attention: unknown codec on a page");
+      }
+    }
+  }
+  if (queries.empty()) return Status::Ok();
+  if (sms_ == 0) {
+    int device = 0;
+    TQ_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+    TQ_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
+  }
+  int64_t attended_pages = 0;
+  for (const GpuQuery& q : queries) {
+    attended_pages += std::min<int64_t>(std::max(q.num_pages, 0), (std::max(q.limit, 0) + kPageTokens - 1) / kPageTokens);
+  }
+  const int64_t target_blocks = 4 * static_cast<int64_t>(std::max(sms_, 1));
+  const int per_split = static_cast<int>(std::clamp<int64_t>((attended_pages + target_blocks - 1) / target_blocks, 1, 64));
+
   std::vector<Block> blocks;
   std::vector<Query> qs(queries.size());
   for (size_t qi = 0; qi < queries.size(); ++qi) {
@@ -400,6 +560,7 @@ Status PagedAttention::Run(const DeviceCodecs& codecs, std::span<const GpuPage> 
     qs[qi].q = q;
     qs[qi].first_block = static_cast<int32_t>(blocks.size());
     int64_t pos = 0;
+    Block* open = nullptr;  // the split being filled
     for (int pi = q.first_page; pi < q.first_page + q.num_pages; ++pi) {
       const GpuPage& pg = pages[pi];
       if (pg.k_codec < 0 || pg.k_codec >= codecs.size() || pg.v_codec < 0 || pg.v_codec >= codecs.size()) {
@@ -412,18 +573,26 @@ Status PagedAttention::Run(const DeviceCodecs& codecs, std::span<const GpuPage> 
       const int n = static_cast<int>(std::min<int64_t>(pg.num_tokens, q.limit - pos));
       pos += pg.num_tokens;
       if (n <= 0) break;
-      Block b;
-      b.query = static_cast<int32_t>(qi);
-      b.page = pi;
-      b.tokens = n;
-      const GpuCodec& kc = codecs.desc(pg.k_codec);
-      const GpuCodec& vc = codecs.desc(pg.v_codec);
-      b.k_local = kc.domain[0] != nullptr ? local(k_codecs, pg.k_codec) : -1;
-      b.v_local = vc.domain[0] != nullptr ? local(v_codecs, pg.v_codec) : -1;
-      blocks.push_back(b);
+      const GpuPage& prev = pages[open != nullptr ? open->page : pi];
+      if (open == nullptr || open->num_pages == per_split || prev.k_codec != pg.k_codec ||
+          prev.v_codec != pg.v_codec || pages[pi - 1].num_tokens != kPageTokens) {
+        Block b;
+        b.query = static_cast<int32_t>(qi);
+        b.page = pi;
+        b.num_pages = 0;
+        b.tokens = 0;
+        const GpuCodec& kc = codecs.desc(pg.k_codec);
+        const GpuCodec& vc = codecs.desc(pg.v_codec);
+        b.k_local = kc.domain[0] != nullptr ? local(k_codecs, pg.k_codec) : -1;
+        b.v_local = vc.domain[0] != nullptr ? local(v_codecs, pg.v_codec) : -1;
+        blocks.push_back(b);
+        open = &blocks.back();
+      }
+      open->num_pages += 1;
+      open->tokens += n;
     }
     const int n_tail = static_cast<int>(std::min<int64_t>(q.tail_tokens, q.limit - pos));
-    if (n_tail > 0) blocks.push_back(Block{static_cast<int32_t>(qi), -1, n_tail, -1, -1});
+    if (n_tail > 0) blocks.push_back(Block{static_cast<int32_t>(qi), -1, 1, n_tail, -1, -1});
     qs[qi].num_blocks = static_cast<int32_t>(blocks.size()) - qs[qi].first_block;
   }
   if (v_codecs.size() > static_cast<size_t>(kMaxCallCodecs)) {
@@ -494,10 +663,10 @@ Status PagedAttention::Run(const DeviceCodecs& codecs, std::span<const GpuPage> 
     TQ_CUDA_RETURN_IF_LAUNCH_FAILED("GPU attention: query transform");
   }
   if (last_blocks_ > 0) {
-    PageKernel<<<static_cast<unsigned>(last_blocks_), kThreads, 0, stream>>>(args);
+    SplitKernel<<<static_cast<unsigned>(last_blocks_), kThreads, 0, stream>>>(args);
     TQ_CUDA_RETURN_IF_LAUNCH_FAILED("GPU attention: pages");
   }
-  MergeKernel<<<dim3(static_cast<unsigned>(qs.size()), group), kMaxDim, 0, stream>>>(args);
+  MergeKernel<<<dim3(static_cast<unsigned>(qs.size()), group), kMergeThreads, 0, stream>>>(args);
   TQ_CUDA_RETURN_IF_LAUNCH_FAILED("GPU attention: merge");
   return Status::Ok();
 }

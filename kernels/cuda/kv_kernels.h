@@ -65,7 +65,7 @@ class PagedAttention {
   Status Run(const DeviceCodecs& codecs, std::span<const GpuPage> pages, std::span<const GpuQuery> queries,
              int head_dim, int group, float scale, cudaStream_t stream);
 
-  // Blocks of the last plan (work items: (query, page) pairs and tails).
+  // Blocks of the last plan (work items: splits of consecutive pages of one query, and tails).
   int64_t last_blocks() const { return last_blocks_; }
 
  private:
@@ -78,6 +78,7 @@ class PagedAttention {
   DeviceBuffer qdom_;        // transformed queries
   DeviceBuffer partials_;    // per block: m, l, acc
   int64_t last_blocks_ = 0;
+  int sms_ = 0;  // multiprocessors of the device (splits are sized to fill it)
 };
 
 }  // namespace tq::gpu
