@@ -2,7 +2,6 @@
 // per (query, page): thread t scores token t; the page's values are then accumulated one domain coordinate per
 // thread (the tokens split between threads when the coordinates are fewer than 128).
 #include <cuda_fp16.h>
-#include <cuda_pipeline.h>
 
 #include <algorithm>
 #include <cmath>
@@ -57,7 +56,6 @@ struct CallArgs {
   float scale = 0.0f;
   float* qdom = nullptr;      // [queries][nk][kDomainSlots][group][d]
   float* partials = nullptr;  // [blocks][PartialFloats]
-  int stage_bytes = 0;        // bytes of one page staging buffer in shared memory (multiple of 16)
 };
 
 __host__ __device__ inline int64_t PartialFloats(int group, int d) {
@@ -240,32 +238,11 @@ __global__ void __launch_bounds__(kThreads, 4) SplitKernel(CallArgs a) {
     m_run[g] = -INFINITY;
     l_run[g] = 0.0f;
   }
-  // Pages are staged in shared memory by asynchronous copies (16 bytes per thread and instruction), K and V in
-  // their own buffers: the next page's K is in flight while this page's values are accumulated, and its V while
-  // the next scores are computed. Commit groups stay in the order K_j, V_j, K_j+1, V_j+1 (empty when none).
-  extern __shared__ __align__(16) uint8_t stage[];
-  uint8_t* const kbuf = stage;
-  uint8_t* const vbuf = stage + a.stage_bytes;
-  auto stage_page = [&](uint8_t* dst, const uint8_t* src, int bytes) {
-    for (int off = tid * 16; off < bytes; off += kThreads * 16) __pipeline_memcpy_async(dst + off, src + off, 16);
-    __pipeline_commit();
-  };
-  if (!tail) {
-    stage_page(kbuf, first.k, kc->page_bytes);
-    stage_page(vbuf, first.v, vc->page_bytes);
-  }
   int left = blk.tokens;
   for (int pi = 0; pi < blk.num_pages && left > 0; ++pi) {
     const GpuPage page = tail ? GpuPage{} : a.pages[blk.page + pi];
     const int n = tail ? left : min(left, page.num_tokens);
     left -= tail ? left : page.num_tokens;
-    const bool more = !tail && pi + 1 < blk.num_pages && left > 0;
-    const uint8_t* const kp = kbuf;
-    const uint8_t* const vp = vbuf;
-    if (!tail) {
-      __pipeline_wait_prior(1);  // K of this page
-      __syncthreads();
-    }
 
     // Scores: thread t <-> token t.
     float score[kMaxGroup];
@@ -277,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, 4) SplitKernel(CallArgs a) {
         const float* k = qu.q.tail_k + static_cast<int64_t>(tid) * d;
         for (int i = 0; i < d; ++i) AddScaled(qt + i * kMaxGroup, k[i], sacc, G);
       } else {
-        const uint8_t* grp = GroupOf(kp, *kc, tid);
+        const uint8_t* grp = GroupOf(page.k, *kc, tid);
         const int t = tid % kGroupTokens;
         if (kc->kind == GpuKind::kTq) {
           for (int s = 0; s < kc->num_segments; ++s) {
@@ -285,30 +262,19 @@ __global__ void __launch_bounds__(kThreads, 4) SplitKernel(CallArgs a) {
             float part[kMaxGroup];
             TQ_FOR_EACH_HEAD(g, kMaxGroup) part[g] = 0.0f;
             ScoreSegment(grp, seg, &tables[s * 256], t, qt + seg.slot * kMaxDim * kMaxGroup, G, part);
-            const float norm = HalfBits(detail::NormsOf(kp, *kc, seg.norm_slot)[tid]);
+            const float norm = HalfBits(detail::NormsOf(page.k, *kc, seg.norm_slot)[tid]);
             TQ_FOR_EACH_HEAD(g, G) sacc[g] = fmaf(norm, part[g], sacc[g]);
           }
         } else {
           ScoreSegment(grp, kc->seg[0], nullptr, t, qt, G, sacc);
           if (kc->kind == GpuKind::kInt8) {
             float k_scale;
-            memcpy(&k_scale, kp + detail::kHeaderScaleOffset, 4);
+            memcpy(&k_scale, page.k + detail::kHeaderScaleOffset, 4);
             TQ_FOR_EACH_HEAD(g, G) sacc[g] *= k_scale;
           }
         }
       }
       TQ_FOR_EACH_HEAD(g, G) score[g] = sacc[g] * a.scale;
-    }
-
-    if (!tail) {
-      __syncthreads();  // every thread is done with kbuf
-      if (more) {
-        stage_page(kbuf, a.pages[blk.page + pi + 1].k, kc->page_bytes);
-      } else {
-        __pipeline_commit();
-      }
-      __pipeline_wait_prior(1);  // V of this page
-      __syncthreads();
     }
 
     // Running softmax: page maximum, rescale factor, weights, their sum.
@@ -329,7 +295,7 @@ __global__ void __launch_bounds__(kThreads, 4) SplitKernel(CallArgs a) {
     for (int s = 0; s < nseg; ++s) {
       float norm = 1.0f;
       if (!tail && vc->kind == GpuKind::kTq && tid < n) {
-        norm = HalfBits(detail::NormsOf(vp, *vc, vc->seg[s].norm_slot)[tid]);
+        norm = HalfBits(detail::NormsOf(page.v, *vc, vc->seg[s].norm_slot)[tid]);
       }
       TQ_FOR_EACH_HEAD(g, kMaxGroup) pn[(s * kPageTokens + tid) * kMaxGroup + g] = p[g] * norm;
     }
@@ -337,7 +303,7 @@ __global__ void __launch_bounds__(kThreads, 4) SplitKernel(CallArgs a) {
     TQ_FOR_EACH_HEAD(g, G) l_run[g] = l_run[g] * alpha[g] + p[g];
 
     float v_scale = 1.0f;
-    if (!tail && vc->kind == GpuKind::kInt8) memcpy(&v_scale, vp + detail::kHeaderScaleOffset, 4);
+    if (!tail && vc->kind == GpuKind::kInt8) memcpy(&v_scale, page.v + detail::kHeaderScaleOffset, 4);
     const int t0 = my_part * span, t1 = min(n, t0 + span);
 #pragma unroll
     for (int r = 0; r < kMaxRounds; ++r) {
@@ -359,7 +325,7 @@ __global__ void __launch_bounds__(kThreads, 4) SplitKernel(CallArgs a) {
         }
       } else if (vc->kind == GpuKind::kF16) {
         // Four tokens per 8-byte load; tokens past n have zero weights (and zero codes), so whole spans are read.
-        const uint8_t* col = vp + vc->codes_offset + i * 2 * kGroupTokens;
+        const uint8_t* col = page.v + vc->codes_offset + i * 2 * kGroupTokens;
 #pragma unroll 4
         for (int t = t0; t < t0 + span; t += 4) {
           const uint2 h4 =
@@ -370,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, 4) SplitKernel(CallArgs a) {
           AddScaled(w + (t + 3) * kMaxGroup, HalfBits(h4.y >> 16), va, G);
         }
       } else if (vc->kind == GpuKind::kInt8) {
-        const uint8_t* col = vp + vc->codes_offset + vc->seg[0].group_offset + i * kGroupTokens;
+        const uint8_t* col = page.v + vc->codes_offset + vc->seg[0].group_offset + i * kGroupTokens;
 #pragma unroll 4
         for (int t = t0; t < t0 + span; t += 4) {
           const uint32_t b4 = *reinterpret_cast<const uint32_t*>(col + (t / kGroupTokens) * vc->group_bytes +
@@ -385,7 +351,7 @@ __global__ void __launch_bounds__(kThreads, 4) SplitKernel(CallArgs a) {
         const GpuSegment& seg = vc->seg[s];
         const float* table = &tables[(kMaxSegments + s) * 256];
         if (seg.bits == 4) {
-          const uint8_t* col = vp + vc->codes_offset + seg.group_offset + (i / 2) * kGroupTokens;
+          const uint8_t* col = page.v + vc->codes_offset + seg.group_offset + (i / 2) * kGroupTokens;
           const int shift = (i % 2) * 4;
 #pragma unroll 4
           for (int t = t0; t < t0 + span; t += 4) {
@@ -396,17 +362,14 @@ __global__ void __launch_bounds__(kThreads, 4) SplitKernel(CallArgs a) {
           }
         } else {
           for (int t = t0; t < t1; ++t) {
-            AddScaled(w + t * kMaxGroup, table[GetCode(GroupOf(vp, *vc, t), seg, i, t % kGroupTokens)], va, G);
+            AddScaled(w + t * kMaxGroup, table[GetCode(GroupOf(page.v, *vc, t), seg, i, t % kGroupTokens)], va, G);
           }
         }
       }
       TQ_FOR_EACH_HEAD(g, G) acc[r][g] += va[g];
     }
-    __syncthreads();  // pn is rewritten by the next page, vbuf by the next V copy
-    if (more) stage_page(vbuf, a.pages[blk.page + pi + 1].v, vc->page_bytes);
-    else if (!tail) __pipeline_commit();
+    __syncthreads();  // pn is rewritten by the next page
   }
-  if (!tail) __pipeline_wait_prior(0);
 
   // The split's partial: m, l, and the accumulators summed over the token parts.
   float* part = a.partials + PartialFloats(G, d) * blockIdx.x;
@@ -569,9 +532,6 @@ Status PagedAttention::Run(const DeviceCodecs& codecs, std::span<const GpuPage> 
       if (pg.k_codec < 0 || pg.k_codec >= codecs.size() || pg.v_codec < 0 || pg.v_codec >= codecs.size()) {
         return InvalidArgumentError("GPU attention: unknown codec on a page");
       }
-      if (reinterpret_cast<uintptr_t>(pg.k) % 16 != 0 || reinterpret_cast<uintptr_t>(pg.v) % 16 != 0) {
-        return InvalidArgumentError("GPU attention: page addresses must be 16-byte aligned");
-      }
     }
   }
   if (queries.empty()) return Status::Ok();
@@ -698,24 +658,12 @@ Status PagedAttention::Run(const DeviceCodecs& codecs, std::span<const GpuPage> 
   args.scale = scale;
   args.qdom = qdom_.as<float>();
   args.partials = partials_.as<float>();
-  // Page staging buffers: two of the largest page of the call.
-  for (const Block& b : blocks) {
-    if (b.page < 0) continue;
-    const GpuPage& pg = pages[b.page];
-    args.stage_bytes = std::max({args.stage_bytes, codecs.desc(pg.k_codec).page_bytes, codecs.desc(pg.v_codec).page_bytes});
-  }
-  args.stage_bytes = (args.stage_bytes + 15) / 16 * 16;
-  const int dynamic_smem = 2 * args.stage_bytes;
-  if (dynamic_smem > smem_limit_set_) {
-    TQ_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(SplitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_smem));
-    smem_limit_set_ = dynamic_smem;
-  }
   if (nk > 0) {
     TransformQueries<<<dim3(static_cast<unsigned>(qs.size()), nk), kMaxDim, 0, stream>>>(args);
     TQ_CUDA_RETURN_IF_LAUNCH_FAILED("GPU attention: query transform");
   }
   if (last_blocks_ > 0) {
-    SplitKernel<<<static_cast<unsigned>(last_blocks_), kThreads, dynamic_smem, stream>>>(args);
+    SplitKernel<<<static_cast<unsigned>(last_blocks_), kThreads, 0, stream>>>(args);
     TQ_CUDA_RETURN_IF_LAUNCH_FAILED("GPU attention: pages");
   }
   MergeKernel<<<dim3(static_cast<unsigned>(qs.size()), group), kMergeThreads, 0, stream>>>(args);

@@ -33,8 +33,7 @@ namespace tq::gpu {
 Status EncodePages(const DeviceCodecs& codecs, int codec, const float* x, int64_t x_page_stride, int n_tokens,
                    uint8_t* const* pages, int n_pages, int* bad_input, cudaStream_t stream);
 
-// One page of keys and the page of values for the same tokens. k, v: device page bytes, encoded (headers valid),
-// 16-byte aligned.
+// One page of keys and the page of values for the same tokens. k, v: device page bytes, encoded (headers valid).
 struct GpuPage {
   const uint8_t* k = nullptr;
   const uint8_t* v = nullptr;
@@ -80,7 +79,6 @@ class PagedAttention {
   DeviceBuffer partials_;    // per block: m, l, acc
   int64_t last_blocks_ = 0;
   int sms_ = 0;  // multiprocessors of the device (splits are sized to fill it)
-  int smem_limit_set_ = 0;  // dynamic shared memory the split kernel is allowed so far (raised on demand)
 };
 
 }  // namespace tq::gpu
