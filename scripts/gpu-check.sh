@@ -43,6 +43,14 @@ if [ -x .gpu/bin/tq_gpu_decode_bench ]; then
   run decode_bench .gpu/bin/tq_gpu_decode_bench --model /tmp/smollm2-synthetic.gguf --ctx 8192,32768 \
     --formats f16,int8,tq4 --steps "$reps" --json "$out/decode.json"
 fi
+# Nsight Compute on one split kernel per KV format (TQ_GPU_PROFILE=1; counters need a runtime that exposes them).
+if [ "${TQ_GPU_PROFILE:-0}" = 1 ] && command -v ncu > /dev/null; then
+  for f in f16 tq4; do
+    run "ncu_$f" ncu --clock-control none --kernel-name regex:SplitKernel --launch-skip 40 --launch-count 1 \
+      --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+      .gpu/bin/tq_gpu_attention_bench --shapes llama-8b --ctx 32768 --formats "$f" --reps 2
+  done
+fi
 echo "== summary"
 printf '%s' "$summary"
 exit $status
