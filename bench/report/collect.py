@@ -137,7 +137,7 @@ def section_quality(a, s, rep):
     q["profile"] = "calibrated on the same chunks (tqserve calibrate)"
     rows = run_json([sys.executable, os.path.join(ROOT, "bench/quality/presets.py"), "--tqserve", a.tqserve,
                      "--model", a.model, "--file", a.text, "--ctx", str(s["ctx"]), "--chunks", str(s["chunks"]),
-                     "--threads", str(a.threads), "--profile", profile, "--json"])
+                     "--threads", str(a.threads), "--profile-concentration", profile, "--json"])
     for r in rows:
         r["source"] = "presets.py"
     save(a, rep)
