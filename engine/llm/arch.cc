@@ -5,10 +5,21 @@
 namespace tq::engine {
 namespace {
 
+// Gemma 3: embeddings scaled by sqrt(n_embd), QK norm, post-attention and post-FFN norms, GeGLU, five
+// sliding-window layers (RoPE base 10000) then one global layer (the file's base), tied output. Its GGUF norm
+// weights already hold Gemma's (1 + w).
 constexpr ArchInfo kArchs[] = {
-    {"llama", RopeStyle::kAdjacent, false},
-    {"mistral", RopeStyle::kAdjacent, false},
-    {"qwen2", RopeStyle::kHalves, true},
+    {.name = "llama", .rope = RopeStyle::kAdjacent},
+    {.name = "mistral", .rope = RopeStyle::kAdjacent},
+    {.name = "qwen2", .rope = RopeStyle::kHalves, .qkv_bias = true},
+    {.name = "gemma3",
+     .rope = RopeStyle::kHalves,
+     .embed_scale = true,
+     .qk_norm = true,
+     .post_norms = true,
+     .ffn = FfnActivation::kGeluTanh,
+     .swa_period = 6,
+     .rope_base_local = 10000.0f},
 };
 
 }  // namespace

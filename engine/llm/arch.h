@@ -11,10 +11,22 @@ namespace tq::engine {
 // Q/K rows for this); kHalves rotates (x[i], x[i + n_rot/2]) (GPT-NeoX style: qwen2, gemma).
 enum class RopeStyle { kAdjacent, kHalves };
 
+// The feed-forward's gate activation: silu(gate) * up (SwiGLU) or gelu_tanh(gate) * up (GeGLU).
+enum class FfnActivation { kSilu, kGeluTanh };
+
 struct ArchInfo {
   std::string_view name;  // general.architecture
   RopeStyle rope;
-  bool qkv_bias;          // attn_q/k/v have bias tensors
+  bool qkv_bias = false;          // attn_q/k/v have bias tensors
+  bool embed_scale = false;       // the token embedding is multiplied by sqrt(n_embd)
+  bool qk_norm = false;           // per-head RMSNorm of q and k (attn_q_norm, attn_k_norm) before RoPE
+  bool post_norms = false;        // RMSNorm of the attention and FFN outputs before the residual adds
+                                  // (post_attention_norm, post_ffw_norm)
+  FfnActivation ffn = FfnActivation::kSilu;
+  // Sliding-window attention (when the file gives {arch}.attention.sliding_window): in every run of
+  // `swa_period` layers the last is global and the others attend to the window only; 0: every layer global.
+  int swa_period = 0;
+  float rope_base_local = 0.0f;   // RoPE base of the sliding-window layers; 0: the file's rope.freq_base
 };
 
 // The row for `name` (e.g. "llama", "mistral", "qwen2"), or unimplemented naming the architecture and the list.

@@ -57,6 +57,12 @@ StatusOr<HParams> ReadHParams(const GgufFile& g) {
   TQ_ASSIGN_OR_RETURN(double base, g.GetFloatOr(a + ".rope.freq_base", 10000.0));
   if (!(base > 1)) return InvalidArgumentError(a + ".rope.freq_base must be > 1");
   h.rope_base = static_cast<float>(base);
+  if (g.Find(a + ".attention.sliding_window") != nullptr) {
+    TQ_ASSIGN_OR_RETURN(h.sliding_window, GetPositive(g, a + ".attention.sliding_window", 1 << 24));
+  }
+  TQ_ASSIGN_OR_RETURN(double softcap, g.GetFloatOr(a + ".final_logit_softcapping", 0.0));
+  if (softcap < 0) return InvalidArgumentError(a + ".final_logit_softcapping must not be negative");
+  h.logit_softcap = static_cast<float>(softcap);
   TQ_ASSIGN_OR_RETURN(auto tokens, g.GetStringArray("tokenizer.ggml.tokens"));
   h.vocab_size = static_cast<int>(tokens.size());
   if (h.vocab_size == 0) return InvalidArgumentError("tokenizer.ggml.tokens is empty");

@@ -23,6 +23,16 @@ struct HParams {
   int vocab_size = 0;
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
+  int sliding_window = 0;        // {arch}.attention.sliding_window; 0: none
+  float logit_softcap = 0.0f;    // {arch}.final_logit_softcapping: logits = c * tanh(logits / c); 0: none
+
+  // Whether layer l attends to the sliding window only (see ArchInfo::swa_period).
+  bool IsSlidingLayer(int l) const {
+    return sliding_window > 0 && arch->swa_period > 0 && l % arch->swa_period != arch->swa_period - 1;
+  }
+  float RopeBase(int l) const {
+    return IsSlidingLayer(l) && arch->rope_base_local > 0 ? arch->rope_base_local : rope_base;
+  }
 };
 
 // Reads and checks the hyperparameters; errors name the key.

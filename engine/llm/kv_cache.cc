@@ -541,7 +541,7 @@ Status SequenceKv::Append(int layer, int pos, const float* k, const float* v) {
 }
 
 Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int group, int first_pos, float* out,
-                          int64_t* scored, int64_t* skipped) const {
+                          int64_t* scored, int64_t* skipped, int window) const {
   const int d = head_dim_;
   if (first_pos + rows > layer_len_[layer]) {
     return InternalError("attention past the stored positions of layer " + std::to_string(layer));
@@ -556,28 +556,30 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
       for (int g = 0; g < group; ++g) {
         const float* qv = q + (static_cast<size_t>(r) * group + g) * d;
         float* o = out + (static_cast<size_t>(r) * group + g) * d;
+        const int begin = window > 0 ? std::max(0, last - window + 1) : 0;  // scores[t] = 0 before the window
         float max_score = -INFINITY;
-        for (int t = 0; t <= last; ++t) {
+        std::fill(scores.begin(), scores.begin() + begin, 0.0f);
+        for (int t = begin; t <= last; ++t) {
           scores[t] = kernels::DotF32(qv, data + (2 * static_cast<size_t>(t)) * row + kv_head * d, d) * scale;
           max_score = std::max(max_score, scores[t]);
         }
         double sum = 0;
-        for (int t = 0; t <= last; ++t) {
+        for (int t = begin; t <= last; ++t) {
           scores[t] = std::exp(scores[t] - max_score);
           sum += scores[t];
         }
         std::fill(o, o + d, 0.0f);
         const float inv = static_cast<float>(1.0 / sum);
         if (stats_ != nullptr) {
-          for (int t = 0; t <= last; ++t) scores[t] *= inv;
+          for (int t = begin; t <= last; ++t) scores[t] *= inv;
           stats_->Add(layer, kv_head, scores.data(), last + 1);
-          for (int t = 0; t <= last; ++t) scores[t] /= inv;
+          for (int t = begin; t <= last; ++t) scores[t] /= inv;
         }
-        for (int t = 0; t <= last; ++t) {
+        for (int t = begin; t <= last; ++t) {
           kernels::AxpyF32(scores[t] * inv, data + (2 * static_cast<size_t>(t) + 1) * row + kv_head * d, o, d);
         }
+        if (scored) *scored += last + 1 - begin;
       }
-      if (scored) *scored += static_cast<int64_t>(group) * (last + 1);
     }
     return Status::Ok();
   }
@@ -586,7 +588,12 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
   refs.reserve(hp.full.size() + 1);
   thread_local std::vector<PageBytes> holds;  // cold pages stay alive until the kernel is done
   holds.clear();
-  for (const HeadPages::Full& page : hp.full) {
+  // Sliding window: full pages that end before the first row's window are left out (positions shift with them).
+  const size_t skip_pages =
+      window > 0 ? std::min(hp.full.size(), static_cast<size_t>(std::max(0, first_pos - window + 1) / kPage)) : 0;
+  const int kernel_first_pos = first_pos - static_cast<int>(skip_pages) * kPage;
+  for (size_t pi = skip_pages; pi < hp.full.size(); ++pi) {
+    const HeadPages::Full& page = hp.full[pi];
     const uint8_t* data = page.ram;
     if (data == nullptr) {
       StatusOr<PinnedPage> pin = store_->Pin(page.id);
@@ -614,7 +621,9 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
     }
     q = qs.data();
   }
-  TQ_RETURN_IF_ERROR(kernels::PrefillAttention(refs, d, q, rows, group, first_pos, {}, out, &stats));
+  kernels::AttentionOptions options;
+  options.window = window;
+  TQ_RETURN_IF_ERROR(kernels::PrefillAttention(refs, d, q, rows, group, kernel_first_pos, options, out, &stats));
   holds.clear();
   if (!hp.xf.v_scale.empty()) {
     for (size_t r = 0; r < static_cast<size_t>(rows) * group * d; r += d) {

@@ -128,10 +128,12 @@ class SequenceKv {
   Status Append(int layer, int pos, const float* k, const float* v);
 
   // Causal attention for `rows` consecutive query positions starting at first_pos, for the `group` query heads
-  // of `kv_head`: q and out are [rows][group][head_dim]; row r attends to positions [0, first_pos + r].
-  // The softmax scale is 1/sqrt(head_dim). Reports (query, token) pairs scored and skipped.
+  // of `kv_head`: q and out are [rows][group][head_dim]; row r attends to positions [0, first_pos + r], or with
+  // window > 0 to (first_pos + r - window, first_pos + r] (sliding-window layers; pages wholly before the first
+  // row's window are not read). The softmax scale is 1/sqrt(head_dim). Reports (query, token) pairs scored and
+  // skipped.
   Status Attend(int layer, int kv_head, const float* q, int rows, int group, int first_pos, float* out,
-                int64_t* scored, int64_t* skipped) const;
+                int64_t* scored, int64_t* skipped, int window = 0) const;
 
   // Plain (f32) layers report every query's attention weights to `stats` (calibration); null to stop.
   void set_concentration_stats(ConcentrationStats* stats) { stats_ = stats; }

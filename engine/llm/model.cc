@@ -155,6 +155,10 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     const Weight& emb = weights_.token_embd;
     kernels::DecodeRow(emb.type, emb.data + batch[b].token * emb.row_bytes, E, x.data() + b * E);
   }
+  if (hp.arch->embed_scale) {
+    const float scale = std::sqrt(static_cast<float>(E));
+    for (float& e : x) e *= scale;
+  }
 
   // Distinct sequences of the batch, for prefetching their cold pages a layer ahead of attention.
   std::vector<SequenceKv*> seqs;
@@ -163,10 +167,20 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
   }
   for (SequenceKv* kv : seqs) kv->PrefetchLayer(0);
   // RoPE angles per token, computed once for all layers: [B][n_rot / 2] cos and sin.
+  // Sliding-window layers may use their own base: a second set of angles then.
   const int half = hp.n_rot / 2;
-  std::vector<float> rope_cos(B * half), rope_sin(B * half);
+  const bool two_bases = hp.sliding_window > 0 && hp.arch->swa_period > 0 && hp.arch->rope_base_local > 0;
+  std::vector<float> rope_cos(B * half), rope_sin(B * half), local_cos, local_sin;
   for (int64_t b = 0; b < B; ++b) {
     RopeAngles(hp.n_rot, batch[b].pos, hp.rope_base, rope_cos.data() + b * half, rope_sin.data() + b * half);
+  }
+  if (two_bases) {
+    local_cos.resize(B * half);
+    local_sin.resize(B * half);
+    for (int64_t b = 0; b < B; ++b) {
+      RopeAngles(hp.n_rot, batch[b].pos, hp.arch->rope_base_local, local_cos.data() + b * half,
+                 local_sin.data() + b * half);
+    }
   }
 
   for (int l = 0; l < hp.n_layers; ++l) {
@@ -179,9 +193,15 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     AddBias(q.data(), L.bq, B);
     AddBias(k.data(), L.bk, B);
     AddBias(v.data(), L.bv, B);
+    if (L.q_norm.present()) {  // per-head RMSNorm of q and k (rows of head_dim)
+      RmsNorm(q.data(), F32(L.q_norm), B * hp.n_heads, D, hp.rms_eps, q.data());
+      RmsNorm(k.data(), F32(L.k_norm), B * hp.n_kv_heads, D, hp.rms_eps, k.data());
+    }
+    const bool sliding = hp.IsSlidingLayer(l);
+    const bool local_angles = sliding && !local_cos.empty();
     for (int64_t b = 0; b < B; ++b) {
-      const float* c = rope_cos.data() + b * half;
-      const float* sn = rope_sin.data() + b * half;
+      const float* c = (local_angles ? local_cos.data() : rope_cos.data()) + b * half;
+      const float* sn = (local_angles ? local_sin.data() : rope_sin.data()) + b * half;
       Rope(q.data() + b * q_dim, hp.n_heads, D, hp.n_rot, c, sn, hp.arch->rope);
       Rope(k.data() + b * kv_dim, hp.n_kv_heads, D, hp.n_rot, c, sn, hp.arch->rope);
       TQ_RETURN_IF_ERROR(batch[b].kv->Append(l, batch[b].pos, k.data() + b * kv_dim, v.data() + b * kv_dim));
@@ -202,7 +222,7 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
           std::copy_n(q.data() + (c.first + r) * q_dim + kvh * span, span, qbuf.data() + r * span);
         }
         Status s = batch[c.first].kv->Attend(l, kvh, qbuf.data(), c.rows, group, batch[c.first].pos, obuf.data(),
-                                             nullptr, nullptr);
+                                             nullptr, nullptr, sliding ? hp.sliding_window : 0);
         if (!s.ok()) {
           std::lock_guard<std::mutex> lock(error_mu);
           if (!failed.exchange(true)) first_error = s;
@@ -215,16 +235,26 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     });
     if (failed) return first_error;
     MatMul(L.wo, attn.data(), B, tmp.data(), pool);
+    if (L.post_attn_norm.present()) RmsNorm(tmp.data(), F32(L.post_attn_norm), B, E, hp.rms_eps, tmp.data());
     for (int64_t i = 0; i < B * E; ++i) x[i] += tmp[i];
 
     RmsNorm(x.data(), F32(L.ffn_norm), B, E, hp.rms_eps, xn.data());
     MatMul(L.w_gate, xn.data(), B, gate.data(), pool);
     MatMul(L.w_up, xn.data(), B, up.data(), pool);
-    for (int64_t i = 0; i < B * hp.n_ff; ++i) {
-      const float g = gate[i];
-      gate[i] = g / (1.0f + std::exp(-g)) * up[i];  // SwiGLU: silu(gate) * up
+    if (hp.arch->ffn == FfnActivation::kGeluTanh) {
+      constexpr float kSqrt2OverPi = 0.7978845608028654f;
+      for (int64_t i = 0; i < B * hp.n_ff; ++i) {  // GeGLU: gelu_tanh(gate) * up
+        const float g = gate[i];
+        gate[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+      }
+    } else {
+      for (int64_t i = 0; i < B * hp.n_ff; ++i) {
+        const float g = gate[i];
+        gate[i] = g / (1.0f + std::exp(-g)) * up[i];  // SwiGLU: silu(gate) * up
+      }
     }
     MatMul(L.w_down, gate.data(), B, tmp.data(), pool);
+    if (L.post_ffn_norm.present()) RmsNorm(tmp.data(), F32(L.post_ffn_norm), B, E, hp.rms_eps, tmp.data());
     for (int64_t i = 0; i < B * E; ++i) x[i] += tmp[i];
   }
 
@@ -239,6 +269,9 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     std::vector<float> normed(rows.size());
     RmsNorm(rows.data(), F32(weights_.output_norm), n_out, E, hp.rms_eps, normed.data());
     MatMul(weights_.output, normed.data(), n_out, logits->data(), pool);
+    if (hp.logit_softcap > 0) {
+      for (float& z : *logits) z = hp.logit_softcap * std::tanh(z / hp.logit_softcap);
+    }
   }
   for (const BatchToken& t : batch) t.kv->set_n_tokens(std::max(t.kv->n_tokens(), t.pos + 1));
   for (SequenceKv* kv : seqs) {

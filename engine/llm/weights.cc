@@ -65,8 +65,19 @@ StatusOr<ModelWeights> BindWeights(const GgufFile& g, const HParams& hp) {
     TQ_ASSIGN_OR_RETURN(L.w_gate, Bind(g, p + "ffn_gate.weight", hp.n_ff, hp.n_embd, false, total));
     TQ_ASSIGN_OR_RETURN(L.w_up, Bind(g, p + "ffn_up.weight", hp.n_ff, hp.n_embd, false, total));
     TQ_ASSIGN_OR_RETURN(L.w_down, Bind(g, p + "ffn_down.weight", hp.n_embd, hp.n_ff, false, total));
+    if (hp.arch->qk_norm) {
+      TQ_ASSIGN_OR_RETURN(L.q_norm, Bind(g, p + "attn_q_norm.weight", 1, hp.head_dim, false, total));
+      TQ_ASSIGN_OR_RETURN(L.k_norm, Bind(g, p + "attn_k_norm.weight", 1, hp.head_dim, false, total));
+    }
+    if (hp.arch->post_norms) {
+      TQ_ASSIGN_OR_RETURN(L.post_attn_norm, Bind(g, p + "post_attention_norm.weight", 1, hp.n_embd, false, total));
+      TQ_ASSIGN_OR_RETURN(L.post_ffn_norm, Bind(g, p + "post_ffw_norm.weight", 1, hp.n_embd, false, total));
+    }
     for (const auto& [w, n] : {std::pair{&L.attn_norm, "attn_norm.weight"}, {&L.ffn_norm, "ffn_norm.weight"},
-                               {&L.bq, "attn_q.bias"}, {&L.bk, "attn_k.bias"}, {&L.bv, "attn_v.bias"}}) {
+                               {&L.bq, "attn_q.bias"}, {&L.bk, "attn_k.bias"}, {&L.bv, "attn_v.bias"},
+                               {&L.q_norm, "attn_q_norm.weight"}, {&L.k_norm, "attn_k_norm.weight"},
+                               {&L.post_attn_norm, "post_attention_norm.weight"},
+                               {&L.post_ffn_norm, "post_ffw_norm.weight"}}) {
       TQ_RETURN_IF_ERROR(RequireF32(*w, p + n));
     }
   }

@@ -28,6 +28,9 @@ struct LayerWeights {
   Weight ffn_norm;         // [n_embd] f32
   Weight w_gate, w_up;     // [n_ff, n_embd]
   Weight w_down;           // [n_embd, n_ff]
+  Weight q_norm, k_norm;   // [head_dim] f32, per-head RMSNorm gains (ArchInfo::qk_norm), absent otherwise
+  Weight post_attn_norm;   // [n_embd] f32, norm of the attention output (ArchInfo::post_norms), absent otherwise
+  Weight post_ffn_norm;    // [n_embd] f32, norm of the FFN output (ArchInfo::post_norms), absent otherwise
 };
 
 struct ModelWeights {

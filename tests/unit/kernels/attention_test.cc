@@ -52,13 +52,14 @@ struct TestCache {
 };
 
 // Plain float attention over decoded vectors: q [num_q][d] over the first `limit` tokens.
-std::vector<float> FloatAttention(const TestCache& cache, const float* q, int num_q, int limit) {
+// Over tokens [first, limit).
+std::vector<float> FloatAttention(const TestCache& cache, const float* q, int num_q, int limit, int first = 0) {
   const int d = cache.head_dim;
   std::vector<float> out(static_cast<size_t>(num_q) * d, 0.0f);
   for (int g = 0; g < num_q; ++g) {
     std::vector<double> s(limit);
     double m = -1e300;
-    for (int t = 0; t < limit; ++t) {
+    for (int t = first; t < limit; ++t) {
       double dot = 0;
       for (int i = 0; i < d; ++i) dot += static_cast<double>(q[g * d + i]) * cache.k_decoded[t * d + i];
       s[t] = dot / std::sqrt(static_cast<double>(d));
@@ -66,7 +67,7 @@ std::vector<float> FloatAttention(const TestCache& cache, const float* q, int nu
     }
     double l = 0;
     std::vector<double> o(d, 0.0);
-    for (int t = 0; t < limit; ++t) {
+    for (int t = first; t < limit; ++t) {
       const double p = std::exp(s[t] - m);
       l += p;
       for (int i = 0; i < d; ++i) o[i] += p * cache.v_decoded[t * d + i];
@@ -135,6 +136,36 @@ TEST(AttentionReference, MixedFormatsAndPrefillCausalMask) {
     std::vector<float> want = FloatAttention(cache, q.data() + r * group * d, group, limit);
     std::vector<float> got(out.begin() + r * group * d, out.begin() + (r + 1) * group * d);
     EXPECT_LT(RelErr(got, want), 1e-5) << r;
+  }
+}
+
+TEST(AttentionReference, SlidingWindowKeepsTheLastTokensOnly) {
+  const int d = 64;
+  std::vector<std::pair<KvFormat, KvFormat>> formats = {
+      {KvFormat::kTq4, KvFormat::kTq4}, {KvFormat::kF16, KvFormat::kInt8}, {KvFormat::kTq3, KvFormat::kF16}};
+  std::vector<int> lengths = {128, 128, 90};
+  TestCache cache(d, formats, lengths, 16);
+  const int total = 346;
+  AttentionOptions options;
+  options.skip_threshold = 0.0f;
+  for (int window : {1, 60, 128, 200, 1000}) {
+    options.window = window;
+    const int rows = 4, group = 3, first = 300;
+    const std::vector<float> q = Queries(rows * group, d, 30 + window);
+    std::vector<float> out(q.size());
+    ASSERT_TRUE(PrefillAttentionReference(cache.refs, d, q.data(), rows, group, first, options, out.data(), nullptr)
+                    .ok());
+    for (int r = 0; r < rows; ++r) {
+      const int limit = first + r + 1;
+      std::vector<float> want =
+          FloatAttention(cache, q.data() + r * group * d, group, limit, std::max(0, limit - window));
+      std::vector<float> got(out.begin() + r * group * d, out.begin() + (r + 1) * group * d);
+      EXPECT_LT(RelErr(got, want), 1e-5) << "window " << window << " row " << r;
+    }
+    std::vector<float> dec(static_cast<size_t>(group) * d);
+    ASSERT_TRUE(DecodeAttentionReference(cache.refs, d, q.data(), group, options, dec.data(), nullptr).ok());
+    EXPECT_LT(RelErr(dec, FloatAttention(cache, q.data(), group, total, std::max(0, total - window))), 1e-5)
+        << "decode, window " << window;
   }
 }
 
@@ -232,6 +263,31 @@ TEST_P(AttentionSimd, MixedPartialPagesPrefillAndSkipping) {
   EXPECT_GT(sw.skipped, 0);
   // Skip decisions can differ only for weights within float rounding of the threshold.
   EXPECT_NEAR(static_cast<double>(sg.skipped), static_cast<double>(sw.skipped), 2.0 + 1e-3 * sw.skipped);
+}
+
+TEST_P(AttentionSimd, SlidingWindowMatchesReference) {
+  const int d = 64;
+  std::vector<std::pair<KvFormat, KvFormat>> formats = {
+      {KvFormat::kTq4, KvFormat::kTq3}, {KvFormat::kInt8, KvFormat::kTq4}, {KvFormat::kF16, KvFormat::kF16},
+      {KvFormat::kTq3, KvFormat::kInt8}};
+  std::vector<int> lengths = {128, 128, 128, 61};
+  TestCache cache(d, formats, lengths, 12, /*key_scale=*/2.0f);
+  for (int window : {1, 17, 128, 129, 300, 5000}) {
+    AttentionOptions options;
+    options.window = window;
+    const int rows = 7, group = 3, first = 370;
+    const std::vector<float> q = Queries(rows * group, d, window);
+    std::vector<float> want(q.size()), got(q.size());
+    AttentionStats sw, sg;
+    ASSERT_TRUE(PrefillAttentionReference(cache.refs, d, q.data(), rows, group, first, options, want.data(), &sw).ok());
+    ASSERT_TRUE(PrefillAttention(cache.refs, d, q.data(), rows, group, first, options, got.data(), &sg).ok());
+    EXPECT_LT(RelErr(got, want), 1e-5) << hwy::TargetName(GetParam()) << " window " << window;
+    EXPECT_EQ(sg.scored, sw.scored) << "window " << window;
+    std::vector<float> dw(static_cast<size_t>(group) * d), dg(dw.size());
+    ASSERT_TRUE(DecodeAttentionReference(cache.refs, d, q.data(), group, options, dw.data(), nullptr).ok());
+    ASSERT_TRUE(DecodeAttention(cache.refs, d, q.data(), group, options, dg.data(), nullptr).ok());
+    EXPECT_LT(RelErr(dg, dw), 1e-5) << hwy::TargetName(GetParam()) << " decode, window " << window;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, AttentionSimd, ::testing::ValuesIn(Targets()),

@@ -12,12 +12,14 @@
 namespace tq::engine {
 namespace {
 
-std::string SmolLm2Path() {
+std::string ModelDir() {
   const char* dir = std::getenv("TQ_MODEL_DIR");
   const char* home = std::getenv("HOME");
-  const std::string base = dir ? dir : (home ? std::string(home) + "/.cache/tqserve/models" : "");
-  return base + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  return dir ? dir : (home ? std::string(home) + "/.cache/tqserve/models" : "");
 }
+std::string SmolLm2Path() { return ModelDir() + "/SmolLM2-135M-Instruct.Q4_1.gguf"; }
+// Gemma 3 270M (scripts/fetch-model.sh --gemma3).
+std::string Gemma3Path() { return ModelDir() + "/gemma-3-270m-q4_k_m.gguf"; }
 
 struct GoldenCase {
   std::string model_path;
@@ -79,8 +81,32 @@ TEST_P(GoldenTest, GreedyContinuationMatchesLlamaCpp) {
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                          ::testing::Values(GoldenCase{"../shared/models/stories260K.gguf",
                                                       "tests/golden/stories260K_greedy.json"},
-                                           GoldenCase{SmolLm2Path(), "tests/golden/smollm2_greedy.json"}),
-                         [](const auto& param) { return param.index == 0 ? "stories260K" : "SmolLM2"; });
+                                           GoldenCase{SmolLm2Path(), "tests/golden/smollm2_greedy.json"},
+                                           GoldenCase{Gemma3Path(), "tests/golden/gemma3_270m_greedy.json"}),
+                         [](const auto& param) {
+                           return std::string(param.index == 0 ? "stories260K" : param.index == 1 ? "SmolLM2"
+                                                                                                 : "Gemma3");
+                         });
+
+// Gemma 3's architecture row and hyperparameters: five sliding-window layers, then one global, with their RoPE
+// bases; QK-norm and post-norm weights bound.
+TEST(Gemma3Test, SlidingWindowLayersAndWeights) {
+  if (!std::filesystem::exists(Gemma3Path())) GTEST_SKIP() << Gemma3Path() << " is absent";
+  auto model = Model::Open(Gemma3Path());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const HParams& hp = (*model)->hparams();
+  EXPECT_EQ(hp.arch->name, "gemma3");
+  EXPECT_EQ(hp.head_dim, 256);
+  EXPECT_EQ(hp.sliding_window, 512);
+  for (int l = 0; l < hp.n_layers; ++l) {
+    const bool global = l % 6 == 5;
+    EXPECT_EQ(hp.IsSlidingLayer(l), !global) << "layer " << l;
+    EXPECT_EQ(hp.RopeBase(l), global ? 1e6f : 1e4f) << "layer " << l;
+  }
+  const LayerWeights& L = (*model)->weights().layers[0];
+  EXPECT_TRUE(L.q_norm.present() && L.k_norm.present() && L.post_attn_norm.present() && L.post_ffn_norm.present());
+  EXPECT_EQ(L.q_norm.cols, 256);
+}
 
 }  // namespace
 }  // namespace tq::engine
