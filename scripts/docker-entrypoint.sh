@@ -29,8 +29,8 @@ health() {
   [[ $status == "HTTP/1."?" 200"* ]]
 }
 
-default_model_name() {
-  sed -n 's/^readonly name="\(.*\)"$/\1/p' "$scripts/fetch-model.sh"
+default_model_name() {  # the first name="..." of fetch-model.sh: its no-argument case, the default model
+  sed -n 's/^ *name="\(.*\)"$/\1/p' "$scripts/fetch-model.sh" | head -n 1
 }
 
 model_key() {

@@ -43,6 +43,8 @@ NIAH_CONFIGS = [("f16", "f16", "f16"), ("tq4", "tq4", "tq4"), ("tq3", "tq3", "tq
 
 SETTINGS = {
     "quick": {"ctx": 512, "chunks": 2, "long_ctx": 4096, "long_chunks": 1, "long_configs": 2,
+              "gemma_ctx": 1024, "gemma_chunks": 1, "gemma_tq": ["f16/f16", "tq4/tq4"],
+              "gemma_llama": ["f16/f16", "q4_0/q4_0"],
               "llama_kv": ["f16/f16", "q8_0/q8_0", "q4_0/q4_0"], "tq_vs_llama": ["f16/f16", "int8/int8", "tq4/tq4"],
               "niah_lengths": [512, 1024], "niah_depths": [0.0, 0.5, 1.0], "niah_trials": 1, "niah_configs": 3,
               "decode_ctx": [512, 1024, 2048], "decode_steps": 8, "decode_rounds": 2,
@@ -51,6 +53,8 @@ SETTINGS = {
                                                      "--min-seconds", "0.05"],
               "encode": ["--min-seconds", "0.05", "--decode-ctx", "0"], "serving": False, "extra": True},
     "full": {"ctx": 512, "chunks": 8, "long_ctx": 4096, "long_chunks": 2, "long_configs": 4,
+             "gemma_ctx": 1024, "gemma_chunks": 4, "gemma_tq": ["f16/f16", "int8/int8", "tq4/tq4", "tq3/tq3"],
+             "gemma_llama": ["f16/f16", "q8_0/q8_0", "q4_0/q4_0"],
              "llama_kv": ["f16/f16", "q8_0/q8_0", "q5_0/q5_0", "q4_1/q4_1", "q4_0/q4_0", "iq4_nl/iq4_nl"],
              "tq_vs_llama": ["f16/f16", "int8/int8", "tq8/tq8", "tq4/tq4", "tq3/tq3", "f16/tq4"],
              "niah_lengths": [512, 1024, 2048, 4096], "niah_depths": [0.0, 0.25, 0.5, 0.75, 1.0], "niah_trials": 3,
@@ -170,6 +174,22 @@ def section_llama_quality(a, s, rep):
                      "--threads", str(a.threads), "--tq", *s["tq_vs_llama"], "--llama", *s["llama_kv"], "--json"],
                     env=LLAMA_ENV)
     rep["quality_llama"] = {"ctx": s["ctx"], "chunks": s["chunks"], "rows": rows}
+
+
+def section_gemma(a, s, rep):
+    """Gemma 3 270M (head_dim 256, sliding window 512): perplexity at a context past the window, next to llama.cpp."""
+    if not a.gemma or not os.path.exists(a.gemma):
+        rep["quality_gemma"] = {"skipped": "no Gemma 3 file (scripts/fetch-model.sh --gemma3)"}
+        return
+    if not a.llama_python:
+        rep["quality_gemma"] = {"skipped": "no llama-cpp-python venv"}
+        return
+    rows = run_json([a.llama_python, os.path.join(ROOT, "bench/quality/ppl_vs_llama.py"), "--tqserve", a.tqserve,
+                     "--model", a.gemma, "--file", a.text, "--ctx", str(s["gemma_ctx"]), "--chunks",
+                     str(s["gemma_chunks"]), "--threads", str(a.threads), "--tq", *s["gemma_tq"], "--llama",
+                     *s["gemma_llama"], "--json"], env=LLAMA_ENV)
+    rep["quality_gemma"] = {"model": os.path.basename(a.gemma), "ctx": s["gemma_ctx"], "chunks": s["gemma_chunks"],
+                            "rows": rows}
 
 
 def section_niah(a, s, rep):
@@ -304,6 +324,7 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--text", default="", help="wiki.test.raw; empty: quality and NIAH are skipped")
     ap.add_argument("--llama-python", default="", help="a python with llama_cpp; empty: llama.cpp is skipped")
+    ap.add_argument("--gemma", default="", help="Gemma 3 270M GGUF; empty: its section is skipped")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seeds", default="", help="directory of the seed documents (for their names)")
@@ -316,10 +337,11 @@ def main():
     s = SETTINGS[mode]
     t_start = time.time()
     rep = {"mode": mode, "settings": s, "budget_mib": BUDGET_MIB, "meta": meta(a), "sections_seconds": {}}
-    sections = [("quality", section_quality), ("quality_llama", section_llama_quality), ("niah", section_niah),
+    sections = [("quality", section_quality), ("quality_llama", section_llama_quality),
+                ("quality_gemma", section_gemma), ("niah", section_niah),
                 ("memory", section_memory), ("speed", section_speed), ("serving", section_serving)]
     for name, fn in sections:
-        if name in ("quality", "quality_llama", "niah", "memory") and not a.text:
+        if name in ("quality", "quality_llama", "quality_gemma", "niah", "memory") and not a.text:
             rep[name] = {"skipped": "no ../shared/data/wikitext-2-raw/wiki.test.raw (TQSERVE_SHARED)"}
             continue
         if name == "memory" and "configs" not in rep.get("quality", {}):

@@ -73,6 +73,19 @@ def quality_md(rep, plots, md):
                           pct(r.get("delta_vs_own_f16_percent")),
                           "-" if r.get("ratio_vs_llama_f16") is None else f"{r['ratio_vs_llama_f16']:.4f}"]
                          for r in ql["rows"]]))
+    qg = rep.get("quality_gemma")
+    md.append("\n### Gemma 3 270M (head_dim 256, sliding window 512)")
+    note = skipped(qg)
+    if note:
+        md.append(note)
+    if qg and "rows" in qg:
+        md.append(f"`bench/quality/ppl_vs_llama.py` on {qg['model']}, ctx {qg['ctx']} (past the window), "
+                  f"{qg['chunks']} chunk(s), same threads:\n")
+        md.append(table(["engine", "K/V", "bits/value", "PPL", "vs own f16", "/ llama.cpp f16"],
+                        [[r["engine"], r["kv"], f"{r['bits_per_value']:.2f}", f"{r['ppl']:.4f}",
+                          pct(r.get("delta_vs_own_f16_percent")),
+                          "-" if r.get("ratio_vs_llama_f16") is None else f"{r['ratio_vs_llama_f16']:.4f}"]
+                         for r in qg["rows"]]))
     fm = q.get("formats_measure", {})
     if fm:
         md.append("\n### Formats on Gaussian vectors (`tqserve formats --measure --json`)\n")

@@ -677,7 +677,8 @@ def check_smoke(ctx):
         print("skipped: no binary")
         return
     entry = ROOT / "scripts" / "docker-entrypoint.sh"
-    name = re.search(r'^readonly name="(.*)"$', (ROOT / "scripts" / "fetch-model.sh").read_text(), re.M).group(1)
+    # The default model's file name: the first `name="..."` of fetch-model.sh (its no-argument case).
+    name = re.search(r'^\s*name="(.*)"$', (ROOT / "scripts" / "fetch-model.sh").read_text(), re.M).group(1)
     model_dir = Path(os.environ.get("TQ_MODEL_DIR", Path.home() / ".cache" / "tqserve" / "models"))
     if not (model_dir / name).is_file():
         ctx.note(f"entrypoint smoke run skipped: {model_dir / name} is absent (scripts/fetch-model.sh fetches it)")
