@@ -35,7 +35,7 @@ std::vector<const PrefixEntry*> PrefixCache::Lookup(std::span<const uint64_t> ha
   for (uint64_t h : hashes) {
     auto it = entries_.find(h);
     if (it == entries_.end()) break;
-    it->second.last_used = now;
+    Touch(it->second, now);
     out.push_back(&it->second);
   }
   return out;
@@ -65,19 +65,42 @@ void PrefixCache::Insert(uint64_t hash, uint64_t parent, uint32_t page_index, st
   e.pages = std::move(pages);
   e.transforms = std::move(transforms);
   e.last_used = now;
-  if (page_index > 0) ++entries_.at(parent).children;
+  if (page_index > 0) {
+    PrefixEntry& p = entries_.at(parent);
+    if (p.children++ == 0) leaves_.erase({p.last_used, parent});
+    children_.emplace(parent, hash);
+  }
   stats_.bytes += e.bytes;
   entries_.emplace(hash, std::move(e));
+  leaves_.insert({now, hash});
   Trim(now);
+}
+
+void PrefixCache::Touch(PrefixEntry& e, Clock::time_point now) {
+  if (e.children == 0) {
+    leaves_.erase({e.last_used, e.hash});
+    leaves_.insert({now, e.hash});
+  }
+  e.last_used = now;
 }
 
 void PrefixCache::Drop(std::unordered_map<uint64_t, PrefixEntry>::iterator it) {
   PrefixEntry& e = it->second;
   for (uint64_t id : e.pages) store_->Release(id);
   stats_.bytes -= e.bytes;
+  if (e.children == 0) leaves_.erase({e.last_used, e.hash});
   if (e.page_index > 0) {
+    auto [first, last] = children_.equal_range(e.parent);
+    for (auto c = first; c != last; ++c) {
+      if (c->second == e.hash) {
+        children_.erase(c);
+        break;
+      }
+    }
     auto parent = entries_.find(e.parent);
-    if (parent != entries_.end()) --parent->second.children;
+    if (parent != entries_.end() && --parent->second.children == 0) {
+      leaves_.insert({parent->second.last_used, parent->first});
+    }
   }
   entries_.erase(it);
 }
@@ -90,9 +113,8 @@ void PrefixCache::Erase(uint64_t hash) {
     stack.pop_back();
     if (entries_.count(h) == 0) continue;
     order.push_back(h);
-    for (const auto& [k, e] : entries_) {
-      if (e.page_index > 0 && e.parent == h) stack.push_back(k);
-    }
+    auto [first, last] = children_.equal_range(h);
+    for (auto c = first; c != last; ++c) stack.push_back(c->second);
   }
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     auto e = entries_.find(*it);
@@ -101,15 +123,12 @@ void PrefixCache::Erase(uint64_t hash) {
 }
 
 bool PrefixCache::EvictOne(Clock::time_point now) {
-  auto victim = entries_.end();
+  // The least recently used leaf; when even it is pinned, every leaf is.
+  if (leaves_.empty()) return false;
   const auto pin = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(pin_seconds_));
-  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    const PrefixEntry& e = it->second;
-    if (e.children > 0 || now - e.last_used < pin) continue;
-    if (victim == entries_.end() || e.last_used < victim->second.last_used) victim = it;
-  }
-  if (victim == entries_.end()) return false;
-  Drop(victim);
+  const auto [last_used, hash] = *leaves_.begin();
+  if (now - last_used < pin) return false;
+  Drop(entries_.find(hash));
   ++stats_.evictions;
   return true;
 }

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <span>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -80,12 +81,15 @@ class PrefixCache {
 
  private:
   void Drop(std::unordered_map<uint64_t, PrefixEntry>::iterator it);
+  void Touch(PrefixEntry& e, Clock::time_point now);  // last_used = now, keeping leaves_ in order
 
   KvPageStore* store_;
   int n_layers_, n_kv_heads_;
   uint64_t budget_;
   double pin_seconds_;
   std::unordered_map<uint64_t, PrefixEntry> entries_;
+  std::unordered_multimap<uint64_t, uint64_t> children_;          // parent hash -> child hashes (for Erase)
+  std::set<std::pair<Clock::time_point, uint64_t>> leaves_;        // entries without children, oldest use first
   PrefixCacheStats stats_;
 };
 
