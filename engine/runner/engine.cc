@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <unordered_map>
 #include <chrono>
 #include <cstdint>
 
@@ -445,9 +446,9 @@ bool Engine::Step() {
   }
   if (batch.empty()) return false;
   // Chain hashes of the pages this batch fills, so each page records its prefix as it is stored.
-  for (auto& seq : running_) HashPages(*seq, seq->n_computed + static_cast<int>(std::count_if(
-                                                   batch.begin(), batch.end(),
-                                                   [&](const BatchToken& t) { return t.kv == &seq->kv; })));
+  std::unordered_map<const SequenceKv*, int> batch_tokens;  // tokens of each sequence in this batch
+  for (const BatchToken& t : batch) ++batch_tokens[t.kv];
+  for (auto& seq : running_) HashPages(*seq, seq->n_computed + batch_tokens[&seq->kv]);
 
   std::vector<float> logits;
   Status s = model_->Forward(batch, *pool_, &logits);
