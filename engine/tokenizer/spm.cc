@@ -3,35 +3,16 @@
 // (ties: the leftmost pair), then emit each final symbol's token, or its bytes as <0xXX> tokens when it is
 // none.
 #include <algorithm>
-#include <queue>
+#include <optional>
 
+#include "engine/tokenizer/pair_merge.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace tq::engine {
-namespace {
 
-struct Symbol {
-  size_t begin;  // byte offset into the text
-  size_t len;    // 0 once merged into its left neighbour
-  int prev;      // index of the previous live symbol, -1 at the start
-  int next;      // index of the next live symbol, -1 at the end
-};
-
-struct Candidate {
-  int left;
-  int right;
-  float score;
-  size_t len;  // bytes of the merged text, to detect a stale candidate
-};
-
-struct CandidateOrder {
-  bool operator()(const Candidate& a, const Candidate& b) const {
-    return a.score < b.score || (a.score == b.score && a.left > b.left);  // top: best score, then leftmost
-  }
-};
-
-}  // namespace
+using tokenizer_internal::MergePairs;
+using tokenizer_internal::Symbol;
 
 // Merging is global (the best pair anywhere goes first), but a merged symbol is always a vocabulary token. A
 // "word start" (a U+2581 after a character other than U+2581) can only be crossed by a token that holds
@@ -66,37 +47,23 @@ void Tokenizer::EncodeSpm(std::string_view text, std::vector<TokenId>* out) cons
 }
 
 void Tokenizer::EncodeSpmSegment(std::string_view text, std::vector<TokenId>* out) const {
-  std::vector<Symbol> symbols;
+  std::vector<size_t> lens;  // one symbol per UTF-8 character
   for (size_t pos = 0; pos < text.size();) {
     const size_t len = std::min<size_t>(
         static_cast<size_t>(Utf8SequenceLength(static_cast<uint8_t>(text[pos]))), text.size() - pos);
-    const int index = static_cast<int>(symbols.size());
-    symbols.push_back({pos, len, index - 1, pos + len < text.size() ? index + 1 : -1});
+    lens.push_back(len);
     pos += len;
   }
-  std::priority_queue<Candidate, std::vector<Candidate>, CandidateOrder> queue;
-  const auto try_pair = [&](int left, int right) {
-    if (left < 0 || right < 0) return;
+  std::vector<Symbol> symbols = tokenizer_internal::LinkSymbols(lens);
+  // Highest score first, among pairs whose concatenation is a vocabulary token.
+  const auto score_of = [&](int left, int right) -> std::optional<float> {
     const Symbol& l = symbols[static_cast<size_t>(left)];
     const Symbol& r = symbols[static_cast<size_t>(right)];
     const TokenId id = TextToToken(text.substr(l.begin, l.len + r.len));
-    if (id == kNoToken) return;
-    queue.push({left, right, scores_[static_cast<size_t>(id)], l.len + r.len});
+    if (id == kNoToken) return std::nullopt;
+    return scores_[static_cast<size_t>(id)];
   };
-  for (size_t k = 1; k < symbols.size(); ++k) try_pair(static_cast<int>(k - 1), static_cast<int>(k));
-  while (!queue.empty()) {
-    const Candidate c = queue.top();
-    queue.pop();
-    Symbol& l = symbols[static_cast<size_t>(c.left)];
-    Symbol& r = symbols[static_cast<size_t>(c.right)];
-    if (l.len == 0 || r.len == 0 || l.len + r.len != c.len) continue;  // a side changed since it was queued
-    l.len += r.len;
-    r.len = 0;
-    l.next = r.next;
-    if (r.next >= 0) symbols[static_cast<size_t>(r.next)].prev = c.left;
-    try_pair(l.prev, c.left);
-    try_pair(c.left, l.next);
-  }
+  MergePairs<float>(symbols, score_of, [](float a, float b) { return a > b; }, [](int) {});
   for (int k = symbols.empty() ? -1 : 0; k != -1; k = symbols[static_cast<size_t>(k)].next) {
     const Symbol& s = symbols[static_cast<size_t>(k)];
     const std::string_view piece = text.substr(s.begin, s.len);
