@@ -287,13 +287,14 @@ void SequenceKv::Reset() {
   fault_ = Status::Ok();
 }
 
-void SequenceKv::PrefetchLayer(int layer) const {
+void SequenceKv::PrefetchLayer(int layer, int from_position) const {
   if (store_ == nullptr || !store_->has_cold_tier() || layer < 0 || layer >= n_layers_) return;
   thread_local std::vector<uint64_t> ids;
   ids.clear();
+  const size_t first_page = static_cast<size_t>(std::max(0, from_position) / kPage);
   for (const HeadPages& h : pages_[layer]) {
-    for (const HeadPages::Full& f : h.full) {
-      if (f.ram == nullptr) ids.push_back(f.id);
+    for (size_t p = first_page; p < h.full.size(); ++p) {
+      if (h.full[p].ram == nullptr) ids.push_back(h.full[p].id);
     }
   }
   if (!ids.empty()) store_->Prefetch(ids);

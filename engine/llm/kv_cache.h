@@ -164,7 +164,8 @@ class SequenceKv {
   // 128 * entries.size() positions and its own reference on each page. The layout must be all_paged().
   Status AttachPrefix(std::span<const PrefixEntry* const> entries);
   // Starts reading the cold pages of `layer` (prefetch ahead of attention). Engine thread, outside attention.
-  void PrefetchLayer(int layer) const;
+  // from_position > 0: pages that end at or before it are not wanted (a sliding-window layer's old pages).
+  void PrefetchLayer(int layer, int from_position = 0) const;
   // The first fault since the last Reset (OK when none): a cold page that could not be read back.
   Status fault() const;
   uint64_t overflow_bytes() const { return overflow_bytes_; }

@@ -165,7 +165,14 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
   for (const BatchToken& t : batch) {
     if (std::find(seqs.begin(), seqs.end(), t.kv) == seqs.end()) seqs.push_back(t.kv);
   }
-  for (SequenceKv* kv : seqs) kv->PrefetchLayer(0);
+  // Cold pages a layer ahead; a sliding-window layer needs only the pages its first row's window reaches.
+  const auto prefetch = [&](int layer) {
+    if (layer >= hp.n_layers) return;
+    for (SequenceKv* kv : seqs) {
+      kv->PrefetchLayer(layer, hp.IsSlidingLayer(layer) ? kv->n_tokens() - hp.sliding_window + 1 : 0);
+    }
+  };
+  prefetch(0);
   // RoPE angles per token, computed once for all layers: [B][n_rot / 2] cos and sin.
   // Sliding-window layers may use their own base: a second set of angles then.
   const int half = hp.n_rot / 2;
@@ -185,7 +192,7 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
 
   for (int l = 0; l < hp.n_layers; ++l) {
     const LayerWeights& L = weights_.layers[l];
-    for (SequenceKv* kv : seqs) kv->PrefetchLayer(l + 1);
+    prefetch(l + 1);
     RmsNorm(x.data(), F32(L.attn_norm), B, E, hp.rms_eps, xn.data());
     MatMul(L.wq, xn.data(), B, q.data(), pool);
     MatMul(L.wk, xn.data(), B, k.data(), pool);
