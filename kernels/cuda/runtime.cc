@@ -42,63 +42,52 @@ StatusOr<DeviceInfo> ProbeDevice() {
   return info;
 }
 
-StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
-  DeviceBuffer b;
+namespace {
+
+cudaError_t Free(BufferMemory memory, void* p) { return memory == BufferMemory::kDevice ? cudaFree(p) : cudaFreeHost(p); }
+
+}  // namespace
+
+template <BufferMemory kMemory>
+StatusOr<CudaBuffer<kMemory>> CudaBuffer<kMemory>::Allocate(size_t bytes) {
+  CudaBuffer b;
   TQ_RETURN_IF_ERROR(b.Reserve(bytes));
   return b;
 }
 
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+template <BufferMemory kMemory>
+CudaBuffer<kMemory>& CudaBuffer<kMemory>::operator=(CudaBuffer&& o) noexcept {
   if (this != &o) {
-    if (ptr_ != nullptr) cudaFree(ptr_);
+    if (ptr_ != nullptr) Free(kMemory, ptr_);
     ptr_ = std::exchange(o.ptr_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
   }
   return *this;
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_ != nullptr) cudaFree(ptr_);
+template <BufferMemory kMemory>
+CudaBuffer<kMemory>::~CudaBuffer() {
+  if (ptr_ != nullptr) Free(kMemory, ptr_);
 }
 
-Status DeviceBuffer::Reserve(size_t bytes) {
+template <BufferMemory kMemory>
+Status CudaBuffer<kMemory>::Reserve(size_t bytes) {
   if (bytes <= bytes_ && ptr_ != nullptr) return Status::Ok();
-  if (ptr_ != nullptr) cudaFree(ptr_);
+  if (ptr_ != nullptr) Free(kMemory, ptr_);
   ptr_ = nullptr;
   bytes_ = 0;
-  TQ_CUDA_RETURN_IF_ERROR(cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes));
-  bytes_ = bytes;
-  return Status::Ok();
-}
-
-StatusOr<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes) {
-  PinnedBuffer b;
-  TQ_RETURN_IF_ERROR(b.Reserve(bytes));
-  return b;
-}
-
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
-  if (this != &o) {
-    if (ptr_ != nullptr) cudaFreeHost(ptr_);
-    ptr_ = std::exchange(o.ptr_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
+  const size_t n = bytes == 0 ? 1 : bytes;
+  if constexpr (kMemory == BufferMemory::kDevice) {
+    TQ_CUDA_RETURN_IF_ERROR(cudaMalloc(&ptr_, n));
+  } else {
+    TQ_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&ptr_, n, cudaHostAllocPortable));
   }
-  return *this;
-}
-
-PinnedBuffer::~PinnedBuffer() {
-  if (ptr_ != nullptr) cudaFreeHost(ptr_);
-}
-
-Status PinnedBuffer::Reserve(size_t bytes) {
-  if (bytes <= bytes_ && ptr_ != nullptr) return Status::Ok();
-  if (ptr_ != nullptr) cudaFreeHost(ptr_);
-  ptr_ = nullptr;
-  bytes_ = 0;
-  TQ_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&ptr_, bytes == 0 ? 1 : bytes, cudaHostAllocPortable));
   bytes_ = bytes;
   return Status::Ok();
 }
+
+template class CudaBuffer<BufferMemory::kDevice>;
+template class CudaBuffer<BufferMemory::kPinned>;
 
 StatusOr<Stream> Stream::Create() {
   Stream s;

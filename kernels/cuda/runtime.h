@@ -38,16 +38,20 @@ struct DeviceInfo {
 // The first device, or Unavailable with the reason (no driver, no device) where there is none.
 StatusOr<DeviceInfo> ProbeDevice();
 
-// cudaMalloc'd bytes; moves, frees on destruction.
-class DeviceBuffer {
+// Where a CudaBuffer's bytes live: device memory (cudaMalloc) or pinned, portable host memory (cudaHostAlloc).
+enum class BufferMemory { kDevice, kPinned };
+
+// Owned bytes of one kind of CUDA memory; moves, frees on destruction.
+template <BufferMemory kMemory>
+class CudaBuffer {
  public:
-  DeviceBuffer() = default;
-  static StatusOr<DeviceBuffer> Allocate(size_t bytes);
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer();
+  CudaBuffer() = default;
+  static StatusOr<CudaBuffer> Allocate(size_t bytes);
+  CudaBuffer(CudaBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  CudaBuffer& operator=(CudaBuffer&& o) noexcept;
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
+  ~CudaBuffer();
 
   void* get() const { return ptr_; }
   template <typename T>
@@ -61,27 +65,10 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// cudaHostAlloc'd (pinned, portable) bytes; moves, frees on destruction.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  static StatusOr<PinnedBuffer> Allocate(size_t bytes);
-  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer();
-
-  void* get() const { return ptr_; }
-  template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
-  size_t bytes() const { return bytes_; }
-  Status Reserve(size_t bytes);
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
+using DeviceBuffer = CudaBuffer<BufferMemory::kDevice>;
+using PinnedBuffer = CudaBuffer<BufferMemory::kPinned>;
+extern template class CudaBuffer<BufferMemory::kDevice>;
+extern template class CudaBuffer<BufferMemory::kPinned>;
 
 class Stream {
  public:
