@@ -1,6 +1,9 @@
 #include "engine/kv/page_record.h"
 
+#include <array>
 #include <cstring>
+#include <tuple>
+#include <utility>
 
 namespace tq::engine {
 namespace {
@@ -17,14 +20,27 @@ T Get(std::span<const uint8_t> in, size_t at) {
   return value;
 }
 
+template <typename T>  // HeadTransform or const HeadTransform
+auto Parts(T& t) {
+  return std::array{&t.v_scale, &t.k_mean, &t.k_scale, &t.k_rope_mean, &t.k_sink};
+}
+static_assert(std::tuple_size_v<decltype(Parts(std::declval<HeadTransform&>()))> == kTransformParts);
+
 }  // namespace
 
-uint32_t RecordBytes(uint32_t floats) { return (kRecordHeaderBytes + 12 + 4 * floats + 15) / 16 * 16; }
+uint32_t RecordBytes(uint32_t floats) {
+  return (kRecordHeaderBytes + 4 * kTransformParts + 4 * floats + 15) / 16 * 16;
+}
+
+uint32_t TransformFloats(const HeadTransform& t) {
+  uint32_t n = 0;
+  for (const auto* p : Parts(t)) n += static_cast<uint32_t>(p->size());
+  return n;
+}
 
 void EncodeRecord(const PageRecord& r, std::span<uint8_t> out) {
-  const std::vector<float>* parts[3] = {&r.transform.v_scale, &r.transform.k_mean, &r.transform.k_scale};
-  uint32_t n = 0;
-  for (const auto* p : parts) n += static_cast<uint32_t>(p->size());
+  const auto parts = Parts(r.transform);
+  const uint32_t n = TransformFloats(r.transform);
   const uint32_t bytes = RecordBytes(n);
   std::memset(out.data(), 0, bytes);
   Put<uint32_t>(out, 0, kRecordMagic);
@@ -61,7 +77,7 @@ StatusOr<PageRecord> DecodeRecord(std::span<const uint8_t> in, uint32_t* record_
   }
   const uint32_t n = Get<uint32_t>(in, 36);
   const uint32_t bytes = Get<uint16_t>(in, 6);
-  if (n > 3 * 4096 || bytes != RecordBytes(n) || bytes > in.size()) return DataLossError("KV page record: bad length");
+  if (n > kTransformParts * 4096 || bytes != RecordBytes(n) || bytes > in.size()) return DataLossError("KV page record: bad length");
   const uint8_t cls = Get<uint8_t>(in, 32);
   if (cls > 2) return DataLossError("KV page record: bad class");
   PageRecord r;
@@ -74,16 +90,16 @@ StatusOr<PageRecord> DecodeRecord(std::span<const uint8_t> in, uint32_t* record_
   r.cls = static_cast<PrecisionClass>(cls);
   r.k = static_cast<kernels::KvFormat>(Get<uint8_t>(in, 33));
   r.v = static_cast<kernels::KvFormat>(Get<uint8_t>(in, 34));
-  std::vector<float>* parts[3] = {&r.transform.v_scale, &r.transform.k_mean, &r.transform.k_scale};
+  const auto parts = Parts(r.transform);
   size_t at = kRecordHeaderBytes, total = 0;
-  uint32_t counts[3];
+  uint32_t counts[kTransformParts];
   for (uint32_t& c : counts) {
     c = Get<uint32_t>(in, at);
     at += 4;
     total += c;
   }
   if (total != n) return DataLossError("KV page record: bad transform lengths");
-  for (int i = 0; i < 3; ++i) {
+  for (uint32_t i = 0; i < kTransformParts; ++i) {
     parts[i]->resize(counts[i]);
     if (counts[i] > 0) std::memcpy(parts[i]->data(), in.data() + at, 4 * counts[i]);
     at += 4 * counts[i];

@@ -2,8 +2,8 @@
 // cache from the cold files alone (the cold store's own header already carries the page id and a CRC32C over
 // record + page, checked on every read).
 //
-// Layout (little-endian, kRecordHeaderBytes bytes, then u32 counts of v_scale, k_mean, k_scale and their floats,
-// padded to 16 bytes):
+// Layout (little-endian, kRecordHeaderBytes bytes, then kTransformParts u32 counts of v_scale, k_mean, k_scale,
+// k_rope_mean, k_sink and their floats, padded to 16 bytes):
 //   u32 magic 'TQKR' | u16 version | u16 record_bytes | u64 layout_fingerprint | u64 prefix_hash | u32 page_index |
 //   u16 layer | u16 kv_head | u8 class | u8 k_format | u8 v_format | u8 0 | u32 float_count | u64 parent_hash
 #pragma once
@@ -20,7 +20,8 @@
 namespace tq::engine {
 
 inline constexpr uint32_t kRecordMagic = 0x524B5154;  // "TQKR"
-inline constexpr uint16_t kRecordVersion = 2;
+inline constexpr uint16_t kRecordVersion = 3;
+inline constexpr uint32_t kTransformParts = 5;  // float vectors of a HeadTransform
 inline constexpr uint32_t kRecordHeaderBytes = 48;
 
 struct PageRecord {
@@ -38,6 +39,8 @@ struct PageRecord {
 
 // Bytes a record with `floats` transform floats takes (a multiple of 16).
 uint32_t RecordBytes(uint32_t floats);
+// Floats of a transform's kTransformParts vectors together.
+uint32_t TransformFloats(const HeadTransform& t);
 // Writes the record into the first RecordBytes() bytes of `out`.
 void EncodeRecord(const PageRecord& record, std::span<uint8_t> out);
 // Parses a record; data_loss for a bad magic, version or length. *record_bytes gets its size.

@@ -27,8 +27,7 @@ std::vector<uint8_t> WithRecord(const PageInfo& info, PrecisionClass cls, uint64
   r.k = info.k;
   r.v = info.v;
   r.transform = info.transform;
-  const HeadTransform& t = r.transform;
-  *record_bytes = RecordBytes(static_cast<uint32_t>(t.v_scale.size() + t.k_mean.size() + t.k_scale.size()));
+  *record_bytes = RecordBytes(TransformFloats(r.transform));
   std::vector<uint8_t> out(*record_bytes + page.size());
   EncodeRecord(r, out);
   std::memcpy(out.data() + *record_bytes, page.data(), page.size());
@@ -100,7 +99,7 @@ StatusOr<std::unique_ptr<KvPageStore>> KvPageStore::Open(const KvStoreOptions& o
     co.cold_dir = options.cold_dir;
     co.capacity_bytes = options.cold_bytes;
     // Any page may move to the cold tier (the prefix cache keeps finished sequences there), behind its record.
-    co.max_page_bytes = largest + RecordBytes(3 * options.head_dim);
+    co.max_page_bytes = largest + RecordBytes(kTransformParts * options.head_dim);
     co.direct_io = options.direct_io;
     co.io.backend = options.io_backend;
     co.io.queue_depth = options.io_depth;

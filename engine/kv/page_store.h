@@ -90,7 +90,9 @@ struct KvStoreStats {
 // are v / v_scale; stored keys are (k - k_mean) / k_scale, and the query is multiplied by k_scale. Each is
 // [head_dim], or empty when not used.
 struct HeadTransform {
-  std::vector<float> v_scale, k_mean, k_scale;
+  std::vector<float> v_scale, k_mean, k_scale;  // [head_dim] each, or empty
+  std::vector<float> k_rope_mean;  // [head_dim]: the keys' pre-RoPE mean (per-page key offsets), or empty
+  std::vector<float> k_sink;       // [head_dim]: token 0's key minus what page 0 codes for it, or empty
 };
 
 // Whose page it is, for the event log and logs.

@@ -95,6 +95,7 @@ StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, co
   for (int l = 0; l < L; ++l) {
     LayerKvFormat f;
     f.plain = plain;
+    if (hp.arch != nullptr) f.rope = {hp.n_rot, hp.arch->rope, hp.RopeBase(l)};
     const bool edge = l < spec.boundary_layers || l >= L - spec.boundary_layers;
     if (!plain) {
       f.heads.assign(heads.begin() + static_cast<size_t>(l) * H, heads.begin() + static_cast<size_t>(l + 1) * H);
@@ -339,6 +340,16 @@ Status SequenceKv::AttachPrefix(std::span<const PrefixEntry* const> entries) {
   }
   const int n = static_cast<int>(entries.size()) * kPage;
   if (n > n_ctx_) return OutOfRangeError("the cached prefix is longer than the context");
+  for (const HeadTransform& x : entries[0]->transforms) {  // they come from disk after a restart
+    for (const std::vector<float>* part : {&x.v_scale, &x.k_mean, &x.k_scale, &x.k_rope_mean, &x.k_sink}) {
+      if (!part->empty() && part->size() != static_cast<size_t>(head_dim_)) {
+        return DataLossError("cached KV prefix: a head transform has the wrong length");
+      }
+    }
+    if (!x.k_rope_mean.empty() && (x.k_mean.empty() || x.k_scale.empty())) {
+      return DataLossError("cached KV prefix: key offsets without the key transform");
+    }
+  }
   for (int l = 0; l < n_layers_; ++l) {
     for (int h = 0; h < n_kv_heads_; ++h) {
       HeadPages& hp = pages_[l][h];
@@ -351,6 +362,13 @@ Status SequenceKv::AttachPrefix(std::span<const PrefixEntry* const> entries) {
         hp.full.push_back({id, store_->RamBytes(id), info->k, info->v});
       }
       hp.xf = entries[0]->transforms[slot];
+      hp.k_offsets.clear();
+      if (!hp.xf.k_rope_mean.empty()) {
+        hp.k_offsets.resize(hp.full.size() * head_dim_);
+        for (size_t p = 0; p < hp.full.size(); ++p) {
+          KeyOffset(l, hp, static_cast<int>(p), hp.k_offsets.data() + p * head_dim_);
+        }
+      }
     }
     layer_len_[l] = n;
   }
@@ -390,7 +408,7 @@ std::vector<double> ChannelRms(const std::vector<float>& rows, int d) {
 
 }  // namespace
 
-void SequenceKv::FixTransform(const HeadKvFormat& f, HeadPages& h) {
+void SequenceKv::FixTransform(int layer, const HeadKvFormat& f, HeadPages& h) {
   // When a head's first page fills, its rows fix the transform every later row of the head goes through (the f16
   // tail included), so all its pages stay in one domain. Both are exact for attention:
   // - compressed K: keys are stored as (k - mean) / scale and the query is multiplied by scale, so every score
@@ -403,6 +421,8 @@ void SequenceKv::FixTransform(const HeadKvFormat& f, HeadPages& h) {
   const int d = head_dim_;
   HeadTransform& x = h.xf;
   if (f.k != KvFormat::kF16) {
+    // The pre-RoPE mean, from the raw rows (token 0 left out, as below); see kv_key_offsets.h.
+    x.k_rope_mean = PreRopeMean(layout_->layer(layer).rope, h.k_stage.data(), kPage, 1, 0, d);
     std::vector<double> sum(d, 0.0);
     for (int t = 1; t < kPage; ++t) {
       for (int i = 0; i < d; ++i) sum[i] += h.k_stage[size_t(t) * d + i];
@@ -430,9 +450,25 @@ void SequenceKv::FixTransform(const HeadKvFormat& f, HeadPages& h) {
   }
 }
 
+void SequenceKv::KeyOffset(int layer, const HeadPages& h, int page_index, float* out) const {
+  RotatedMean(layout_->layer(layer).rope, h.xf.k_rope_mean, page_index * kPage, kPage, head_dim_, out);
+  for (int i = 0; i < head_dim_; ++i) out[i] -= h.xf.k_mean[i];
+}
+
 Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
   const HeadKvFormat& f = layout_->head(layer, head);
-  if (h.full.empty()) FixTransform(f, h);
+  if (h.full.empty()) FixTransform(layer, f, h);
+  const int page_index = static_cast<int>(h.full.size());
+  const int d = head_dim_;
+  const bool offsets = !h.xf.k_rope_mean.empty();
+  if (offsets) {  // the page's keys relative to its offset (kv_cache_pages.h)
+    h.k_offsets.resize(static_cast<size_t>(page_index + 1) * d);
+    float* off = h.k_offsets.data() + static_cast<size_t>(page_index) * d;
+    KeyOffset(layer, h, page_index, off);
+    for (int t = 0; t < kPage; ++t) {
+      for (int i = 0; i < d; ++i) h.k_stage[static_cast<size_t>(t) * d + i] -= off[i] / h.xf.k_scale[i];
+    }
+  }
   // One page in the store: K bytes, then V bytes.
   TQ_ASSIGN_OR_RETURN(size_t k_bytes, kernels::PageBytes(f.k, head_dim_));
   TQ_ASSIGN_OR_RETURN(size_t v_bytes, kernels::PageBytes(f.v, head_dim_));
@@ -447,6 +483,15 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
       TQ_RETURN_IF_ERROR(layout_->codec(fmt).EncodePage((kv == 0 ? h.k_stage : h.v_stage).data(), kPage, dest));
     }
     tail.clear();
+  }
+  if (offsets && page_index == 0) {
+    // Token 0 (the attention sink of most models) draws much of every head's attention, so its coding error
+    // moves every softmax: keep the difference, and attention adds q . k_sink to its score (raw key space).
+    thread_local std::vector<float> decoded;
+    decoded.resize(static_cast<size_t>(kPage) * d);
+    TQ_RETURN_IF_ERROR(layout_->codec(f.k).DecodePage({page.data(), k_bytes}, decoded.data()));
+    h.xf.k_sink.resize(d);
+    for (int i = 0; i < d; ++i) h.xf.k_sink[i] = (h.k_stage[i] - decoded[i]) * h.xf.k_scale[i];
   }
   h.tail_tokens = 0;
   HeadPages::Full full;
@@ -612,6 +657,25 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
   }
   if (hp.tail_tokens > 0) {
     refs.push_back({hp.k_tail.data(), hp.v_tail.data(), KvFormat::kF16, KvFormat::kF16, hp.tail_tokens});
+  }
+  if (!hp.xf.k_rope_mean.empty()) {
+    // Score biases: q . offset for each page's keys (raw space; kv_cache_pages.h) and q . k_sink for token 0.
+    const int nq = rows * group;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    const size_t n_pages = hp.full.size() - skip_pages;
+    thread_local std::vector<float> biases;  // [n_pages + 1][nq]; the last row is the sink's
+    biases.assign((n_pages + 1) * nq, 0.0f);
+    for (size_t p = 0; p < n_pages; ++p) {
+      const float* off = hp.k_offsets.data() + (skip_pages + p) * d;
+      float* b = biases.data() + p * nq;
+      for (int j = 0; j < nq; ++j) b[j] = kernels::DotF32(q + static_cast<size_t>(j) * d, off, d) * scale;
+      refs[p].score_bias = b;
+    }
+    if (skip_pages == 0 && n_pages > 0 && !hp.xf.k_sink.empty()) {
+      float* b = biases.data() + n_pages * nq;
+      for (int j = 0; j < nq; ++j) b[j] = kernels::DotF32(q + static_cast<size_t>(j) * d, hp.xf.k_sink.data(), d) * scale;
+      refs[0].first_bias = b;
+    }
   }
   kernels::AttentionStats stats;
   thread_local std::vector<float> qs;  // the query in the keys' domain: q * k_scale

@@ -27,6 +27,7 @@
 #include "engine/kv/prefix_cache.h"
 #include "engine/kv/precision.h"
 #include "engine/llm/hparams.h"
+#include "engine/llm/kv_key_offsets.h"
 #include "kernels/formats/codec.h"
 #include "kernels/formats/format.h"
 
@@ -58,6 +59,7 @@ struct HeadKvFormat {
 struct LayerKvFormat {
   bool plain = true;
   std::vector<HeadKvFormat> heads;
+  KeyRope rope;  // how the layer's keys were rotated (per-page key offsets)
 };
 
 // The codecs and per-layer formats shared by every sequence of a model. Immutable after Create.
@@ -177,7 +179,9 @@ class SequenceKv {
  private:
   struct HeadPages;  // the pages of one (layer, KV head)
   Status EncodeFullPage(int layer, int head, HeadPages& hp);
-  void FixTransform(const HeadKvFormat& f, HeadPages& hp);
+  void FixTransform(int layer, const HeadKvFormat& f, HeadPages& hp);
+  // Page `page_index`'s key offset from the head's k_mean (raw key space, [head_dim]); hp.xf.k_rope_mean is set.
+  void KeyOffset(int layer, const HeadPages& hp, int page_index, float* out) const;
 
   void RecordFault(const Status& status) const;
 

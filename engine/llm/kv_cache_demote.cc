@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <vector>
 
 #include "engine/llm/kv_cache.h"
 #include "engine/llm/kv_cache_pages.h"
@@ -17,7 +18,8 @@ Status SequenceKv::Demote(int layer, int kv_head) {
   const int d = head_dim_;
   constexpr int kPage = kernels::kPageTokens;
   std::vector<float> x(static_cast<size_t>(kPage) * d);
-  for (HeadPages::Full& page : hp.full) {
+  for (size_t page_index = 0; page_index < hp.full.size(); ++page_index) {
+    HeadPages::Full& page = hp.full[page_index];
     const bool k_down = kernels::BitsPerValue(to.k, d) < kernels::BitsPerValue(page.k, d);
     const bool v_down = kernels::BitsPerValue(to.v, d) < kernels::BitsPerValue(page.v, d);
     if (!k_down && !v_down) continue;
@@ -33,6 +35,7 @@ Status SequenceKv::Demote(int layer, int kv_head) {
     const size_t old_k = kernels::PageBytes(page.k, d).value();
     const size_t new_k = kernels::PageBytes(new_fmt[0], d).value();
     std::vector<uint8_t> bytes(new_k + kernels::PageBytes(new_fmt[1], d).value());
+    std::vector<float> new_sink = hp.xf.k_sink;
     for (int kv = 0; kv < 2; ++kv) {
       const uint8_t* src = data + (kv == 0 ? 0 : old_k);
       const size_t src_bytes = kernels::PageBytes(old_fmt[kv], d).value();
@@ -41,12 +44,27 @@ Status SequenceKv::Demote(int layer, int kv_head) {
         std::memcpy(dest.data(), src, src_bytes);
         continue;
       }
-      // Values stay in the head's scaled domain (both classes compress V and share the head's channel scale).
+      // Keys and values stay in the head's domain (both classes compress K and V and share the head's transform,
+      // key offsets included).
       TQ_RETURN_IF_ERROR(layout_->codec(old_fmt[kv]).DecodePage({src, src_bytes}, x.data()));
+      // Page 0's token 0 was exact with the sink correction: re-encode that, and keep the new difference.
+      const bool sink = kv == 0 && page_index == 0 && hp.xf.k_sink.size() == static_cast<size_t>(d);
+      if (sink) {
+        for (int i = 0; i < d; ++i) x[i] += hp.xf.k_sink[i] / hp.xf.k_scale[i];
+      }
+      const std::vector<float> exact0(x.begin(), x.begin() + d);
       TQ_RETURN_IF_ERROR(layout_->codec(new_fmt[kv]).EncodePage(x.data(), kPage, dest));
+      if (sink) {
+        TQ_RETURN_IF_ERROR(layout_->codec(new_fmt[kv]).DecodePage(dest, x.data()));
+        for (int i = 0; i < d; ++i) new_sink[i] = (exact0[i] - x[i]) * hp.xf.k_scale[i];
+      }
     }
     PageInfo info;
     if (const PageInfo* old = store_->Info(page.id); old != nullptr) info = *old;
+    if (page_index == 0) {
+      info.transform = hp.xf;
+      info.transform.k_sink = new_sink;
+    }
     info.k = new_fmt[0];
     info.v = new_fmt[1];
     StatusOr<uint64_t> id = store_->Store(to.cls, std::move(bytes), std::move(info));
@@ -56,6 +74,7 @@ Status SequenceKv::Demote(int layer, int kv_head) {
       return Status::Ok();
     }
     if (page.id != 0) store_->Release(page.id);
+    if (page_index == 0) hp.xf.k_sink = std::move(new_sink);
     page = {*id, store_->RamBytes(*id), new_fmt[0], new_fmt[1]};
   }
   return Status::Ok();

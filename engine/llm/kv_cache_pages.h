@@ -22,6 +22,9 @@ struct SequenceKv::HeadPages {
   std::vector<uint8_t> k_tail, v_tail;  // f16 pages
   std::vector<float> k_stage, v_stage;  // [kPage][head_dim]
   HeadTransform xf;                     // fixed when the first page fills (FixTransform); empty before
+  // With xf.k_rope_mean: full page p's keys are coded as (k - k_mean - offset_p) / k_scale, offset_p =
+  // k_offsets[p * head_dim ..] (KeyOffset), and attention adds q . offset_p to the page's scores.
+  std::vector<float> k_offsets;         // [full pages][head_dim]
   std::deque<std::vector<uint8_t>> overflow;  // pages no tier had room for
   int tail_tokens = 0;
 };

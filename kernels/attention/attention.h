@@ -6,6 +6,7 @@
 //   for f16);
 // - values are accumulated in their page's domain (o' += p_t * norm_t * table[codes_t]) and transformed back once
 //   per domain at the end; f16/int8 (plain) and tq (rotated) pages may be mixed freely;
+// - per-page and first-token score biases (KvPageRef) are added to the scaled scores before the softmax;
 // - an online softmax merges the pages (flash-decoding style);
 // - value accumulation is skipped where exp(s - m) < skip_threshold, m the running maximum score; since the final
 //   weight exp(s - m_final) / sum <= exp(s - m), every skipped (query head, token) pair has final weight below
@@ -30,6 +31,10 @@ struct KvPageRef {
   KvFormat k_format = KvFormat::kF16;
   KvFormat v_format = KvFormat::kF16;
   int num_tokens = 0;          // valid tokens; <= both headers' num_tokens
+  // Optional score biases, in score units (added after the softmax scale), for callers that store keys relative
+  // to a per-page offset or keep a correction for one token (engine/llm/kv_cache.cc):
+  const float* score_bias = nullptr;   // [num_q]: added to the score of every token of this page, per query
+  const float* first_bias = nullptr;   // [num_q]: added to the score of this page's token 0, per query
 };
 
 struct AttentionOptions {

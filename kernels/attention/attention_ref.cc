@@ -60,6 +60,8 @@ void RunQueries(const Plan& plan, int q_begin, int q_count, int64_t token_first,
           for (int i = 0; i < seg.dims; ++i) score += q[i] * SegmentValue(kc, page.k, page.k_scale, s, i, token);
         }
         scores[token] = score * plan.scale;
+        if (page.score_bias != nullptr) scores[token] += page.score_bias[g];
+        if (token == 0 && page.first_bias != nullptr) scores[token] += page.first_bias[g];
       }
       double m_new = m;
       for (double s : scores) m_new = std::max(m_new, s);

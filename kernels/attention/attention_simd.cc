@@ -461,6 +461,11 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
     VF vm[G];
     for (int g = 0; g < G; ++g) {
       float* s = scores + g * kPageTokens;
+      if (page.score_bias != nullptr) {
+        const VF b = hn::Set(df, page.score_bias[q0 + g]);
+        for (int t = 0; t < groups * kGroupTokens; t += kN) hn::StoreU(hn::Add(hn::LoadU(df, s + t), b), df, s + t);
+      }
+      if (page.first_bias != nullptr) s[0] += page.first_bias[q0 + g];
       for (int t = 0; t < before; ++t) s[t] = -std::numeric_limits<float>::infinity();
       for (int t = n; t < groups * kGroupTokens; ++t) s[t] = -std::numeric_limits<float>::infinity();
       VF vmax = hn::Set(df, -std::numeric_limits<float>::infinity());

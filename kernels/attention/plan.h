@@ -24,6 +24,8 @@ struct PlannedPage {
   float k_scale = 0.0f;  // int8 pages: the page scale
   float v_scale = 0.0f;
   int num_tokens = 0;
+  const float* score_bias = nullptr;  // [num_q] or null (KvPageRef)
+  const float* first_bias = nullptr;  // [num_q] or null
   std::array<int, kMaxSegments> k_domains = {};  // per K segment: index into Plan::domains
   std::array<int, kMaxSegments> v_domains = {};  // per V segment
 };

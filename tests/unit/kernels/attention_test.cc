@@ -51,9 +51,31 @@ struct TestCache {
   }
 };
 
-// Plain float attention over decoded vectors: q [num_q][d] over the first `limit` tokens.
-// Over tokens [first, limit).
-std::vector<float> FloatAttention(const TestCache& cache, const float* q, int num_q, int limit, int first = 0) {
+// Score biases as KvPageRef takes them: per page [num_q] for every token, and [num_q] for the page's token 0.
+struct Biases {
+  std::vector<std::vector<float>> page, first;  // [pages][num_q]
+
+  Biases(int pages, int num_q, uint64_t seed) {
+    Rng rng(seed);
+    for (int p = 0; p < pages; ++p) {
+      page.emplace_back(num_q);
+      first.emplace_back(num_q);
+      for (float& b : page.back()) b = static_cast<float>(2.0 * rng.Gaussian());
+      for (float& b : first.back()) b = static_cast<float>(3.0 * rng.Gaussian());
+    }
+  }
+  void Attach(std::vector<KvPageRef>& refs) const {
+    for (size_t p = 0; p < refs.size(); ++p) {
+      refs[p].score_bias = page[p].data();
+      refs[p].first_bias = first[p].data();
+    }
+  }
+};
+
+// Plain float attention over decoded vectors: q [num_q][d] over tokens [first, limit). With `biases`, query
+// q_index0 + g gets their scores.
+std::vector<float> FloatAttention(const TestCache& cache, const float* q, int num_q, int limit, int first = 0,
+                                  const Biases* biases = nullptr, int q_index0 = 0) {
   const int d = cache.head_dim;
   std::vector<float> out(static_cast<size_t>(num_q) * d, 0.0f);
   for (int g = 0; g < num_q; ++g) {
@@ -63,6 +85,10 @@ std::vector<float> FloatAttention(const TestCache& cache, const float* q, int nu
       double dot = 0;
       for (int i = 0; i < d; ++i) dot += static_cast<double>(q[g * d + i]) * cache.k_decoded[t * d + i];
       s[t] = dot / std::sqrt(static_cast<double>(d));
+      if (biases != nullptr) {
+        const size_t page = t / kPageTokens;  // TestCache pages are full except the last
+        s[t] += biases->page[page][q_index0 + g] + (t % kPageTokens == 0 ? biases->first[page][q_index0 + g] : 0.0);
+      }
       m = std::max(m, s[t]);
     }
     double l = 0;
@@ -166,6 +192,46 @@ TEST(AttentionReference, SlidingWindowKeepsTheLastTokensOnly) {
     ASSERT_TRUE(DecodeAttentionReference(cache.refs, d, q.data(), group, options, dec.data(), nullptr).ok());
     EXPECT_LT(RelErr(dec, FloatAttention(cache, q.data(), group, total, std::max(0, total - window))), 1e-5)
         << "decode, window " << window;
+  }
+}
+
+TEST(AttentionReference, PageAndFirstTokenBiasesShiftTheScores) {
+  const int d = 64;
+  std::vector<std::pair<KvFormat, KvFormat>> formats = {
+      {KvFormat::kTq4, KvFormat::kTq4}, {KvFormat::kInt8, KvFormat::kF16}, {KvFormat::kTq3, KvFormat::kTq4}};
+  std::vector<int> lengths = {128, 128, 70};
+  TestCache cache(d, formats, lengths, 41);
+  const int rows = 4, group = 3, first = 320;
+  const Biases biases(3, rows * group, 42);
+  biases.Attach(cache.refs);
+  const std::vector<float> q = Queries(rows * group, d, 43);
+  std::vector<float> out(q.size());
+  AttentionOptions options;
+  options.skip_threshold = 0.0f;
+  ASSERT_TRUE(PrefillAttentionReference(cache.refs, d, q.data(), rows, group, first, options, out.data(), nullptr)
+                  .ok());
+  for (int r = 0; r < rows; ++r) {
+    std::vector<float> want = FloatAttention(cache, q.data() + r * group * d, group, first + r + 1, 0, &biases,
+                                             r * group);
+    std::vector<float> got(out.begin() + r * group * d, out.begin() + (r + 1) * group * d);
+    EXPECT_LT(RelErr(got, want), 1e-5) << r;
+  }
+  // A bias that is the same for every token of every page changes nothing (softmax shift invariance) ...
+  std::vector<float> same(rows * group, 5.0f), none(q.size()), shifted(q.size());
+  TestCache plain(d, formats, lengths, 41);
+  ASSERT_TRUE(PrefillAttentionReference(plain.refs, d, q.data(), rows, group, first, options, none.data(), nullptr)
+                  .ok());
+  for (KvPageRef& ref : plain.refs) ref.score_bias = same.data();
+  ASSERT_TRUE(PrefillAttentionReference(plain.refs, d, q.data(), rows, group, first, options, shifted.data(),
+                                        nullptr).ok());
+  EXPECT_LT(RelErr(shifted, none), 1e-6);
+  // ... and a large first-token bias puts all the weight on token 0.
+  std::vector<float> sink(rows * group, 80.0f), pinned(q.size());
+  plain.refs[0].first_bias = sink.data();
+  ASSERT_TRUE(PrefillAttentionReference(plain.refs, d, q.data(), rows, group, first, options, pinned.data(), nullptr)
+                  .ok());
+  for (int g = 0; g < rows * group; ++g) {
+    for (int i = 0; i < d; ++i) EXPECT_NEAR(pinned[g * d + i], plain.v_decoded[i], 1e-4);
   }
 }
 
@@ -283,6 +349,31 @@ TEST_P(AttentionSimd, SlidingWindowMatchesReference) {
     ASSERT_TRUE(PrefillAttention(cache.refs, d, q.data(), rows, group, first, options, got.data(), &sg).ok());
     EXPECT_LT(RelErr(got, want), 1e-5) << hwy::TargetName(GetParam()) << " window " << window;
     EXPECT_EQ(sg.scored, sw.scored) << "window " << window;
+    std::vector<float> dw(static_cast<size_t>(group) * d), dg(dw.size());
+    ASSERT_TRUE(DecodeAttentionReference(cache.refs, d, q.data(), group, options, dw.data(), nullptr).ok());
+    ASSERT_TRUE(DecodeAttention(cache.refs, d, q.data(), group, options, dg.data(), nullptr).ok());
+    EXPECT_LT(RelErr(dg, dw), 1e-5) << hwy::TargetName(GetParam()) << " decode, window " << window;
+  }
+}
+
+TEST_P(AttentionSimd, BiasesMatchReference) {
+  const int d = 128;
+  std::vector<std::pair<KvFormat, KvFormat>> formats = {
+      {KvFormat::kTq4, KvFormat::kTq3}, {KvFormat::kF16, KvFormat::kInt8}, {KvFormat::kTq3_5, KvFormat::kTq4}};
+  std::vector<int> lengths = {128, 128, 45};
+  TestCache cache(d, formats, lengths, 51, /*key_scale=*/2.0f);
+  for (int window : {0, 150}) {
+    AttentionOptions options;
+    options.window = window;
+    const int rows = 5, group = 4, first = 296;
+    const Biases biases(3, rows * group, 52 + window);
+    biases.Attach(cache.refs);
+    const std::vector<float> q = Queries(rows * group, d, 53);
+    std::vector<float> want(q.size()), got(q.size());
+    ASSERT_TRUE(PrefillAttentionReference(cache.refs, d, q.data(), rows, group, first, options, want.data(), nullptr)
+                    .ok());
+    ASSERT_TRUE(PrefillAttention(cache.refs, d, q.data(), rows, group, first, options, got.data(), nullptr).ok());
+    EXPECT_LT(RelErr(got, want), 1e-5) << hwy::TargetName(GetParam()) << " window " << window;
     std::vector<float> dw(static_cast<size_t>(group) * d), dg(dw.size());
     ASSERT_TRUE(DecodeAttentionReference(cache.refs, d, q.data(), group, options, dw.data(), nullptr).ok());
     ASSERT_TRUE(DecodeAttention(cache.refs, d, q.data(), group, options, dg.data(), nullptr).ok());

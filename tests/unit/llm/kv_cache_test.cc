@@ -62,6 +62,46 @@ double RelativeError(const std::string& k_fmt, const std::string& v_fmt, int n, 
   return std::sqrt(err / ref);
 }
 
+// RoPE(x, pos) of one head, either style.
+std::vector<float> Rotate(const KeyRope& rope, const std::vector<float>& x, int pos) {
+  std::vector<float> y = x;
+  const int half = rope.n_rot / 2;
+  for (int i = 0; i < half; ++i) {
+    const int a = rope.style == RopeStyle::kAdjacent ? 2 * i : i;
+    const int b = rope.style == RopeStyle::kAdjacent ? 2 * i + 1 : i + half;
+    const double ang = pos * std::pow(static_cast<double>(rope.base), -2.0 * i / rope.n_rot);
+    y[a] = static_cast<float>(x[a] * std::cos(ang) - x[b] * std::sin(ang));
+    y[b] = static_cast<float>(x[a] * std::sin(ang) + x[b] * std::cos(ang));
+  }
+  return y;
+}
+
+TEST(KeyOffsetsTest, PreRopeMeanUndoesRopeAndRotatedMeanAveragesIt) {
+  const int d = 64;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> pre(d);
+  for (float& x : pre) x = g(rng);
+  // n_rot < head_dim: channels past n_rot are not rotated.
+  for (const KeyRope rope : {KeyRope{64, RopeStyle::kAdjacent, 10000.0f}, KeyRope{48, RopeStyle::kHalves, 1e6f},
+                             KeyRope{0, RopeStyle::kAdjacent, 10000.0f}}) {
+    const int first = 256, n = 128;
+    std::vector<float> rows;
+    for (int t = 0; t < n; ++t) {
+      const std::vector<float> r = Rotate(rope, pre, first + t);
+      rows.insert(rows.end(), r.begin(), r.end());
+    }
+    const std::vector<float> got = PreRopeMean(rope, rows.data(), n, 1, first, d);
+    for (int i = 0; i < d; ++i) EXPECT_NEAR(got[i], pre[i], 1e-4) << "n_rot " << rope.n_rot << " channel " << i;
+    std::vector<float> mean(d), want(d, 0.0f);
+    RotatedMean(rope, pre, first, n, d, mean.data());
+    for (int t = 0; t < n; ++t) {
+      for (int i = 0; i < d; ++i) want[i] += rows[static_cast<size_t>(t) * d + i] / n;
+    }
+    for (int i = 0; i < d; ++i) EXPECT_NEAR(mean[i], want[i], 1e-4) << "n_rot " << rope.n_rot << " channel " << i;
+  }
+}
+
 TEST(SequenceKvTest, F16PagesMatchF32) {
   EXPECT_LT(RelativeError("f16", "f16", 300, 5, 1), 2e-3);
 }
@@ -82,6 +122,71 @@ TEST(SequenceKvTest, PartialPagesAndPrefillRows) {
     EXPECT_LT(RelativeError("f16", "f16", n, std::min(n, 7), 3), 2e-3) << n;
     EXPECT_LT(RelativeError("tq8", "int8", n, std::min(n, 7), 3), 0.05) << n;
   }
+}
+
+// Keys as a llama layer makes them: RoPE(bias) + noise, where the pre-RoPE bias is `bias_scale` times a fixed random
+// vector in the slow pairs (i >= 20 of 32: at most 0.4 radians per page, as real keys' large channels are), so
+// one mean for the whole head leaves most of it in later pages; and token 0's key is `sink_scale` times longer than the others (an attention sink). Returns the relative
+// error of tq4 attention against f32 for the last rows, with queries that lean towards the bias and the sink.
+double RopeKeysError(float bias_scale, float sink_scale) {
+  HParams hp = SmallModel();
+  hp.arch = FindArch("llama").value();
+  hp.n_rot = hp.head_dim;
+  hp.rope_base = 10000.0f;
+  auto layout = KvLayout::Create(hp, {"tq4", "f16", 0});
+  EXPECT_TRUE(layout.ok()) << layout.status().ToString();
+  auto store = KvPageStore::Open({}, (*layout)->class_page_bytes());
+  EXPECT_TRUE(store.ok());
+  const int n = 400, rows = 4, group = 2, d = hp.head_dim, row = hp.n_kv_heads * d;
+  SequenceKv paged(*layout, n, store->get()), exact(hp, n);
+  std::mt19937_64 rng(17);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> bias(row);
+  for (float& b : bias) b = g(rng);
+  std::vector<float> k(row), v(row);
+  for (int pos = 0; pos < n; ++pos) {
+    for (int i = 0; i < row; ++i) {
+      k[i] = g(rng) * (pos == 0 ? sink_scale : 1.0f);
+      v[i] = g(rng);
+    }
+    for (int h = 0; h < hp.n_kv_heads; ++h) {
+      for (int i = 20; i < d / 2; ++i) {  // adjacent pairs, angle pos * base^(-2i/d)
+        const double a = pos * std::pow(10000.0, -2.0 * i / d);
+        const float x = bias_scale * bias[h * d + 2 * i], y = bias_scale * bias[h * d + 2 * i + 1];
+        k[h * d + 2 * i] += static_cast<float>(x * std::cos(a) - y * std::sin(a));
+        k[h * d + 2 * i + 1] += static_cast<float>(x * std::sin(a) + y * std::cos(a));
+      }
+    }
+    for (int l = 0; l < hp.n_layers; ++l) {
+      EXPECT_TRUE(paged.Append(l, pos, k.data(), v.data()).ok());
+      EXPECT_TRUE(exact.Append(l, pos, k.data(), v.data()).ok());
+    }
+  }
+  std::vector<float> q(static_cast<size_t>(rows) * group * d), a(q.size()), b(q.size());
+  for (float& x : q) x = 0.4f * g(rng);
+  double err = 0, ref = 0;
+  for (int l = 0; l < hp.n_layers; ++l) {
+    for (int h = 0; h < hp.n_kv_heads; ++h) {
+      EXPECT_TRUE(paged.Attend(l, h, q.data(), rows, group, n - rows, a.data(), nullptr, nullptr).ok());
+      EXPECT_TRUE(exact.Attend(l, h, q.data(), rows, group, n - rows, b.data(), nullptr, nullptr).ok());
+      for (size_t i = 0; i < a.size(); ++i) {
+        err += (a[i] - b[i]) * (a[i] - b[i]);
+        ref += b[i] * b[i];
+      }
+    }
+  }
+  return std::sqrt(err / ref);
+}
+
+TEST(SequenceKvTest, RotatingKeyBiasAndSinkCostNoAccuracy) {
+  // Per-page key offsets take the RoPE-rotated bias out of the codes, and token 0 is corrected exactly, so tq4
+  // attention is about as accurate with a large rotating bias and a long sink key as without either.
+  const double plain = RopeKeysError(0.0f, 1.0f);
+  const double biased = RopeKeysError(20.0f, 1.0f);  // without the offsets: 1.7x plain
+  const double sink = RopeKeysError(0.0f, 12.0f);  // without the sink correction: 5x plain
+  EXPECT_LT(plain, 0.1);
+  EXPECT_LT(biased, 1.3 * plain) << plain;
+  EXPECT_LT(sink, 1.3 * plain) << plain;
 }
 
 TEST(SequenceKvTest, AppendOutOfOrderOrPastContextIsAnError) {
