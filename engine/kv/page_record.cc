@@ -22,7 +22,7 @@ T Get(std::span<const uint8_t> in, size_t at) {
 
 template <typename T>  // HeadTransform or const HeadTransform
 auto Parts(T& t) {
-  return std::array{&t.v_scale, &t.k_mean, &t.k_scale, &t.k_rope_mean, &t.k_sink};
+  return std::array{&t.v_scale, &t.k_mean, &t.k_scale, &t.k_rope_mean, &t.k_sink, &t.v_sink};
 }
 static_assert(std::tuple_size_v<decltype(Parts(std::declval<HeadTransform&>()))> == kTransformParts);
 

@@ -3,7 +3,7 @@
 // record + page, checked on every read).
 //
 // Layout (little-endian, kRecordHeaderBytes bytes, then kTransformParts u32 counts of v_scale, k_mean, k_scale,
-// k_rope_mean, k_sink and their floats, padded to 16 bytes):
+// k_rope_mean, k_sink, v_sink and their floats, padded to 16 bytes):
 //   u32 magic 'TQKR' | u16 version | u16 record_bytes | u64 layout_fingerprint | u64 prefix_hash | u32 page_index |
 //   u16 layer | u16 kv_head | u8 class | u8 k_format | u8 v_format | u8 0 | u32 float_count | u64 parent_hash
 #pragma once
@@ -21,7 +21,7 @@ namespace tq::engine {
 
 inline constexpr uint32_t kRecordMagic = 0x524B5154;  // "TQKR"
 inline constexpr uint16_t kRecordVersion = 3;
-inline constexpr uint32_t kTransformParts = 5;  // float vectors of a HeadTransform
+inline constexpr uint32_t kTransformParts = 6;  // float vectors of a HeadTransform
 inline constexpr uint32_t kRecordHeaderBytes = 48;
 
 struct PageRecord {

@@ -93,6 +93,7 @@ struct HeadTransform {
   std::vector<float> v_scale, k_mean, k_scale;  // [head_dim] each, or empty
   std::vector<float> k_rope_mean;  // [head_dim]: the keys' pre-RoPE mean (per-page key offsets), or empty
   std::vector<float> k_sink;       // [head_dim]: token 0's key minus what page 0 codes for it, or empty
+  std::vector<float> v_sink;       // [head_dim]: the same for its value, in the stored space (v / v_scale)
 };
 
 // Whose page it is, for the event log and logs.

@@ -341,7 +341,7 @@ Status SequenceKv::AttachPrefix(std::span<const PrefixEntry* const> entries) {
   const int n = static_cast<int>(entries.size()) * kPage;
   if (n > n_ctx_) return OutOfRangeError("the cached prefix is longer than the context");
   for (const HeadTransform& x : entries[0]->transforms) {  // they come from disk after a restart
-    for (const std::vector<float>* part : {&x.v_scale, &x.k_mean, &x.k_scale, &x.k_rope_mean, &x.k_sink}) {
+    for (const std::vector<float>* part : {&x.v_scale, &x.k_mean, &x.k_scale, &x.k_rope_mean, &x.k_sink, &x.v_sink}) {
       if (!part->empty() && part->size() != static_cast<size_t>(head_dim_)) {
         return DataLossError("cached KV prefix: a head transform has the wrong length");
       }
@@ -492,6 +492,14 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
     TQ_RETURN_IF_ERROR(layout_->codec(f.k).DecodePage({page.data(), k_bytes}, decoded.data()));
     h.xf.k_sink.resize(d);
     for (int i = 0; i < d; ++i) h.xf.k_sink[i] = (h.k_stage[i] - decoded[i]) * h.xf.k_scale[i];
+  }
+  if (page_index == 0 && f.v != KvFormat::kF16) {
+    // Token 0's value likewise; attention adds it with token 0's weight (stored space; Attend scales the output).
+    thread_local std::vector<float> decoded;
+    decoded.resize(static_cast<size_t>(kPage) * d);
+    TQ_RETURN_IF_ERROR(layout_->codec(f.v).DecodePage({page.data() + k_bytes, v_bytes}, decoded.data()));
+    h.xf.v_sink.resize(d);
+    for (int i = 0; i < d; ++i) h.xf.v_sink[i] = h.v_stage[i] - decoded[i];
   }
   h.tail_tokens = 0;
   HeadPages::Full full;
@@ -677,6 +685,7 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
       refs[0].first_bias = b;
     }
   }
+  if (skip_pages == 0 && !hp.full.empty() && !hp.xf.v_sink.empty()) refs[0].first_value = hp.xf.v_sink.data();
   kernels::AttentionStats stats;
   thread_local std::vector<float> qs;  // the query in the keys' domain: q * k_scale
   if (!hp.xf.k_scale.empty()) {

@@ -35,7 +35,7 @@ Status SequenceKv::Demote(int layer, int kv_head) {
     const size_t old_k = kernels::PageBytes(page.k, d).value();
     const size_t new_k = kernels::PageBytes(new_fmt[0], d).value();
     std::vector<uint8_t> bytes(new_k + kernels::PageBytes(new_fmt[1], d).value());
-    std::vector<float> new_sink = hp.xf.k_sink;
+    std::vector<float> new_sink[2] = {hp.xf.k_sink, hp.xf.v_sink};
     for (int kv = 0; kv < 2; ++kv) {
       const uint8_t* src = data + (kv == 0 ? 0 : old_k);
       const size_t src_bytes = kernels::PageBytes(old_fmt[kv], d).value();
@@ -47,23 +47,26 @@ Status SequenceKv::Demote(int layer, int kv_head) {
       // Keys and values stay in the head's domain (both classes compress K and V and share the head's transform,
       // key offsets included).
       TQ_RETURN_IF_ERROR(layout_->codec(old_fmt[kv]).DecodePage({src, src_bytes}, x.data()));
-      // Page 0's token 0 was exact with the sink correction: re-encode that, and keep the new difference.
-      const bool sink = kv == 0 && page_index == 0 && hp.xf.k_sink.size() == static_cast<size_t>(d);
+      // Page 0's token 0 was exact with the sink corrections: re-encode that, and keep the new difference
+      // (k_sink is in raw key space, v_sink in the stored space).
+      const bool sink = page_index == 0 && new_sink[kv].size() == static_cast<size_t>(d);
+      const std::vector<float>* key_scale = kv == 0 ? &hp.xf.k_scale : nullptr;
       if (sink) {
-        for (int i = 0; i < d; ++i) x[i] += hp.xf.k_sink[i] / hp.xf.k_scale[i];
+        for (int i = 0; i < d; ++i) x[i] += new_sink[kv][i] / (key_scale ? (*key_scale)[i] : 1.0f);
       }
       const std::vector<float> exact0(x.begin(), x.begin() + d);
       TQ_RETURN_IF_ERROR(layout_->codec(new_fmt[kv]).EncodePage(x.data(), kPage, dest));
       if (sink) {
         TQ_RETURN_IF_ERROR(layout_->codec(new_fmt[kv]).DecodePage(dest, x.data()));
-        for (int i = 0; i < d; ++i) new_sink[i] = (exact0[i] - x[i]) * hp.xf.k_scale[i];
+        for (int i = 0; i < d; ++i) new_sink[kv][i] = (exact0[i] - x[i]) * (key_scale ? (*key_scale)[i] : 1.0f);
       }
     }
     PageInfo info;
     if (const PageInfo* old = store_->Info(page.id); old != nullptr) info = *old;
     if (page_index == 0) {
       info.transform = hp.xf;
-      info.transform.k_sink = new_sink;
+      info.transform.k_sink = new_sink[0];
+      info.transform.v_sink = new_sink[1];
     }
     info.k = new_fmt[0];
     info.v = new_fmt[1];
@@ -74,7 +77,10 @@ Status SequenceKv::Demote(int layer, int kv_head) {
       return Status::Ok();
     }
     if (page.id != 0) store_->Release(page.id);
-    if (page_index == 0) hp.xf.k_sink = std::move(new_sink);
+    if (page_index == 0) {
+      hp.xf.k_sink = std::move(new_sink[0]);
+      hp.xf.v_sink = std::move(new_sink[1]);
+    }
     page = {*id, store_->RamBytes(*id), new_fmt[0], new_fmt[1]};
   }
   return Status::Ok();

@@ -35,6 +35,9 @@ struct KvPageRef {
   // to a per-page offset or keep a correction for one token (engine/llm/kv_cache.cc):
   const float* score_bias = nullptr;   // [num_q]: added to the score of every token of this page, per query
   const float* first_bias = nullptr;   // [num_q]: added to the score of this page's token 0, per query
+  // [head_dim] or null: added to this page's token 0's value (in the space DecodePage gives), with that token's
+  // attention weight (whether or not its value accumulation was skipped).
+  const float* first_value = nullptr;
 };
 
 struct AttentionOptions {

@@ -43,6 +43,7 @@ void RunQueries(const Plan& plan, int q_begin, int q_count, int64_t token_first,
   for (int g = q_begin; g < q_begin + q_count; ++g) {
     double m = -std::numeric_limits<double>::infinity(), l = 0.0;
     std::vector<std::vector<double>> acc(domains, std::vector<double>(d, 0.0));
+    std::vector<double> fix(d, 0.0);  // sum of weight * first_value, in the output space
     int64_t position = 0;
     for (const PlannedPage& page : plan.pages) {
       const int n = static_cast<int>(std::min<int64_t>(page.num_tokens, token_limit - position));
@@ -70,11 +71,15 @@ void RunQueries(const Plan& plan, int q_begin, int q_count, int64_t token_first,
       for (auto& a : acc) {
         for (double& v : a) v *= alpha;
       }
+      for (double& v : fix) v *= alpha;
       m = m_new;
       const KvCodec& vc = *page.v_codec;
       for (int token = before; token < n; ++token) {
         const double p = std::exp(scores[token] - m);
         l += p;
+        if (token == 0 && page.first_value != nullptr) {
+          for (int i = 0; i < d; ++i) fix[i] += p * page.first_value[i];
+        }
         if (stats != nullptr) ++stats->scored;
         if (p < threshold) {
           if (stats != nullptr) ++stats->skipped;
@@ -95,6 +100,7 @@ void RunQueries(const Plan& plan, int q_begin, int q_count, int64_t token_first,
       for (int i = 0; i < d; ++i) scaled[i] = static_cast<float>(acc[dom][i] / l);
       attention_internal::AddFromDomain(plan.domains[dom], d, scaled.data(), o);
     }
+    for (int i = 0; i < d; ++i) o[i] += static_cast<float>(fix[i] / l);
   }
 }
 

@@ -440,6 +440,7 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
   alignas(64) float scores[G * kPageTokens];
   alignas(64) float p[G * kPageTokens];
   double m[G], l[G];
+  std::vector<double> fix;  // [G][d]: sum of weight * first_value (KvPageRef), once a page has one
   for (int g = 0; g < G; ++g) {
     m[g] = -std::numeric_limits<double>::infinity();
     l[g] = 0.0;
@@ -474,6 +475,7 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
       const double alpha = std::isinf(m[g]) ? 0.0 : std::exp(m[g] - m_new);
       if (alpha != 1.0) {
         l[g] *= alpha;
+        for (size_t i = 0; i < fix.size() / G; ++i) fix[static_cast<size_t>(g) * d + i] *= alpha;
         const VF va = hn::Set(df, static_cast<float>(alpha));
         for (auto& a : acc) {
           float* row = a.data() + static_cast<size_t>(g) * d * kN;
@@ -507,6 +509,13 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
       if (!hn::AllTrue(df, hn::Eq(kept_max, hn::Zero(df)))) active |= 1u << grp;
     }
     for (int g = 0; g < G; ++g) l[g] += hn::GetLane(hn::SumOfLanes(df, sum[g]));
+    if (page.first_value != nullptr && before == 0) {
+      if (fix.empty()) fix.assign(static_cast<size_t>(G) * d, 0.0);
+      for (int g = 0; g < G; ++g) {
+        const double w = std::exp(static_cast<double>(scores[g * kPageTokens]) - m[g]);
+        for (int i = 0; i < d; ++i) fix[static_cast<size_t>(g) * d + i] += w * page.first_value[i];
+      }
+    }
     scored += static_cast<int64_t>(G) * (n - before);
     // Padding lanes and tokens before the window have zero numerators: not counted as skipped.
     skipped += hn::GetLane(hn::SumOfLanes(DI(), skip_count)) -
@@ -530,6 +539,9 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
         reduced[i] = hn::GetLane(hn::SumOfLanes(df, hn::LoadU(df, a + static_cast<size_t>(i) * kN))) * inv_l;
       }
       attention_internal::AddFromDomain(plan.domains[dom], d, reduced.data(), o);
+    }
+    if (!fix.empty()) {
+      for (int i = 0; i < d; ++i) o[i] += static_cast<float>(fix[static_cast<size_t>(g) * d + i] / l[g]);
     }
   }
 }

@@ -89,6 +89,7 @@ StatusOr<Plan> MakePlan(std::span<const KvPageRef> pages, int head_dim, const fl
     page.num_tokens = ref.num_tokens;
     page.score_bias = ref.score_bias;
     page.first_bias = ref.first_bias;
+    page.first_value = ref.first_value;
     StatusOr<const KvCodec*> kc = CodecFor(ref.k, ref.k_format, head_dim, ref.num_tokens, prev_k, &page.k_scale);
     if (!kc.ok()) return kc.status().WithContext("page " + std::to_string(i) + " keys");
     StatusOr<const KvCodec*> vc = CodecFor(ref.v, ref.v_format, head_dim, ref.num_tokens, prev_v, &page.v_scale);

@@ -26,6 +26,7 @@ struct PlannedPage {
   int num_tokens = 0;
   const float* score_bias = nullptr;  // [num_q] or null (KvPageRef)
   const float* first_bias = nullptr;  // [num_q] or null
+  const float* first_value = nullptr;  // [head_dim] or null
   std::array<int, kMaxSegments> k_domains = {};  // per K segment: index into Plan::domains
   std::array<int, kMaxSegments> v_domains = {};  // per V segment
 };

@@ -51,23 +51,28 @@ struct TestCache {
   }
 };
 
-// Score biases as KvPageRef takes them: per page [num_q] for every token, and [num_q] for the page's token 0.
+// Corrections as KvPageRef takes them: score biases per page [num_q] for every token and [num_q] for the page's
+// token 0, and a value correction [head_dim] for token 0.
 struct Biases {
   std::vector<std::vector<float>> page, first;  // [pages][num_q]
+  std::vector<std::vector<float>> value;        // [pages][head_dim]
 
-  Biases(int pages, int num_q, uint64_t seed) {
+  Biases(int pages, int num_q, int head_dim, uint64_t seed) {
     Rng rng(seed);
     for (int p = 0; p < pages; ++p) {
       page.emplace_back(num_q);
       first.emplace_back(num_q);
+      value.emplace_back(head_dim);
       for (float& b : page.back()) b = static_cast<float>(2.0 * rng.Gaussian());
       for (float& b : first.back()) b = static_cast<float>(3.0 * rng.Gaussian());
+      for (float& b : value.back()) b = static_cast<float>(rng.Gaussian());
     }
   }
   void Attach(std::vector<KvPageRef>& refs) const {
     for (size_t p = 0; p < refs.size(); ++p) {
       refs[p].score_bias = page[p].data();
       refs[p].first_bias = first[p].data();
+      refs[p].first_value = value[p].data();
     }
   }
 };
@@ -96,7 +101,10 @@ std::vector<float> FloatAttention(const TestCache& cache, const float* q, int nu
     for (int t = first; t < limit; ++t) {
       const double p = std::exp(s[t] - m);
       l += p;
-      for (int i = 0; i < d; ++i) o[i] += p * cache.v_decoded[t * d + i];
+      const bool fix = biases != nullptr && t % kPageTokens == 0;
+      for (int i = 0; i < d; ++i) {
+        o[i] += p * (cache.v_decoded[t * d + i] + (fix ? biases->value[t / kPageTokens][i] : 0.0f));
+      }
     }
     for (int i = 0; i < d; ++i) out[g * d + i] = static_cast<float>(o[i] / l);
   }
@@ -195,14 +203,14 @@ TEST(AttentionReference, SlidingWindowKeepsTheLastTokensOnly) {
   }
 }
 
-TEST(AttentionReference, PageAndFirstTokenBiasesShiftTheScores) {
+TEST(AttentionReference, PageAndFirstTokenCorrections) {
   const int d = 64;
   std::vector<std::pair<KvFormat, KvFormat>> formats = {
       {KvFormat::kTq4, KvFormat::kTq4}, {KvFormat::kInt8, KvFormat::kF16}, {KvFormat::kTq3, KvFormat::kTq4}};
   std::vector<int> lengths = {128, 128, 70};
   TestCache cache(d, formats, lengths, 41);
   const int rows = 4, group = 3, first = 320;
-  const Biases biases(3, rows * group, 42);
+  const Biases biases(3, rows * group, d, 42);
   biases.Attach(cache.refs);
   const std::vector<float> q = Queries(rows * group, d, 43);
   std::vector<float> out(q.size());
@@ -356,7 +364,7 @@ TEST_P(AttentionSimd, SlidingWindowMatchesReference) {
   }
 }
 
-TEST_P(AttentionSimd, BiasesMatchReference) {
+TEST_P(AttentionSimd, CorrectionsMatchReference) {
   const int d = 128;
   std::vector<std::pair<KvFormat, KvFormat>> formats = {
       {KvFormat::kTq4, KvFormat::kTq3}, {KvFormat::kF16, KvFormat::kInt8}, {KvFormat::kTq3_5, KvFormat::kTq4}};
@@ -366,7 +374,7 @@ TEST_P(AttentionSimd, BiasesMatchReference) {
     AttentionOptions options;
     options.window = window;
     const int rows = 5, group = 4, first = 296;
-    const Biases biases(3, rows * group, 52 + window);
+    const Biases biases(3, rows * group, d, 52 + window);
     biases.Attach(cache.refs);
     const std::vector<float> q = Queries(rows * group, d, 53);
     std::vector<float> want(q.size()), got(q.size());
