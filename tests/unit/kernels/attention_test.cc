@@ -2,7 +2,6 @@
 // against the scalar reference on every SIMD target this CPU supports.
 #include <gtest/gtest.h>
 
-#include <hwy/targets.h>
 
 #include <cmath>
 #include <memory>
@@ -12,6 +11,7 @@
 #include "kernels/attention/attention.h"
 #include "kernels/formats/codec.h"
 #include "kernels/formats/rng.h"
+#include "tests/unit/simd_targets.h"
 
 namespace tq::kernels {
 namespace {
@@ -281,21 +281,7 @@ TEST(AttentionReference, BadPagesAreStatusErrors) {
 
 // ---- SIMD against the scalar reference on every supported target. ----
 
-std::vector<int64_t> Targets() {
-  std::vector<int64_t> targets;
-  const int64_t supported = hwy::SupportedTargets();
-  for (int64_t t = HWY_TARGETS; t != 0; t &= t - 1) {
-    const int64_t bit = t & (~t + 1);
-    if (supported & bit) targets.push_back(bit);
-  }
-  return targets;
-}
-
-class AttentionSimd : public ::testing::TestWithParam<int64_t> {
- protected:
-  void SetUp() override { hwy::SetSupportedTargetsForTest(GetParam()); }
-  void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
-};
+class AttentionSimd : public tq::testing::SimdTargetTest {};
 
 TEST_P(AttentionSimd, MatchesReferenceForEveryFormatDimAndLength) {
   for (KvFormat f : kAll) {
@@ -389,10 +375,8 @@ TEST_P(AttentionSimd, CorrectionsMatchReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Targets, AttentionSimd, ::testing::ValuesIn(Targets()),
-                         [](const ::testing::TestParamInfo<int64_t>& target) {
-                           return std::string(hwy::TargetName(target.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Targets, AttentionSimd, ::testing::ValuesIn(tq::testing::SupportedSimdTargets()),
+                         tq::testing::SimdTargetName);
 
 }  // namespace
 }  // namespace tq::kernels

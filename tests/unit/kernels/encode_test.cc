@@ -1,7 +1,6 @@
 // The SIMD page encoder (KvCodec::EncodePage) against the scalar reference (EncodePageReference) on every
 // SIMD target this CPU supports: the page bytes must be identical for every format, head_dim and token count.
 #include <gtest/gtest.h>
-#include <hwy/targets.h>
 
 #include <cmath>
 #include <cstring>
@@ -11,25 +10,12 @@
 
 #include "kernels/formats/codec.h"
 #include "kernels/formats/rng.h"
+#include "tests/unit/simd_targets.h"
 
 namespace tq::kernels {
 namespace {
 
-std::vector<int64_t> Targets() {
-  std::vector<int64_t> targets;
-  const int64_t supported = hwy::SupportedTargets();
-  for (int64_t t = HWY_TARGETS; t != 0; t &= t - 1) {
-    const int64_t bit = t & (~t + 1);
-    if (supported & bit) targets.push_back(bit);
-  }
-  return targets;
-}
-
-class EncodeSimd : public ::testing::TestWithParam<int64_t> {
- protected:
-  void SetUp() override { hwy::SetSupportedTargetsForTest(GetParam()); }
-  void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
-};
+class EncodeSimd : public tq::testing::SimdTargetTest {};
 
 // Index of the first differing byte, or -1.
 long FirstDifference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
@@ -134,10 +120,8 @@ TEST_P(EncodeSimd, TrainedOutlierChannels) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Targets, EncodeSimd, ::testing::ValuesIn(Targets()),
-                         [](const ::testing::TestParamInfo<int64_t>& target) {
-                           return std::string(hwy::TargetName(target.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Targets, EncodeSimd, ::testing::ValuesIn(tq::testing::SupportedSimdTargets()),
+                         tq::testing::SimdTargetName);
 
 }  // namespace
 }  // namespace tq::kernels

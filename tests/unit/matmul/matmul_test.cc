@@ -8,7 +8,6 @@
 //     plus 1e-5 * 3 * max|w| * sum_i |x[i]| for the f32 rounding of the scaled block sums (each weight is
 //     sc * c + mn with |sc * c| <= 2 max|w| and |mn| <= max|w|).
 #define HWY_WANT_AVX3_DL  // the same target set as tq_matmul
-#include <hwy/targets.h>
 
 #include <gtest/gtest.h>
 
@@ -23,6 +22,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/weights/half.h"
 #include "kernels/weights/weight_ref.h"
+#include "tests/unit/simd_targets.h"
 
 namespace tq::kernels {
 namespace {
@@ -157,11 +157,7 @@ void CheckAgainstReference(WeightType type, int64_t rows, int64_t cols, bool ran
   }
 }
 
-class MatMulTest : public ::testing::TestWithParam<int64_t> {
- protected:
-  void SetUp() override { hwy::SetSupportedTargetsForTest(GetParam()); }
-  void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
-};
+class MatMulTest : public tq::testing::SimdTargetTest {};
 
 TEST_P(MatMulTest, FloatTypesMatchReference) {
   std::mt19937 rng(1);
@@ -227,12 +223,8 @@ TEST_P(MatMulTest, DecodeRowMatchesReference) {
   }
 }
 
-std::vector<int64_t> Targets() { return hwy::SupportedAndGeneratedTargets(); }
-
-INSTANTIATE_TEST_SUITE_P(AllTargets, MatMulTest, ::testing::ValuesIn(Targets()),
-                         [](const ::testing::TestParamInfo<int64_t>& param) {
-                           return std::string(hwy::TargetName(param.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(AllTargets, MatMulTest, ::testing::ValuesIn(tq::testing::SupportedSimdTargets()),
+                         tq::testing::SimdTargetName);
 
 }  // namespace
 }  // namespace tq::kernels
