@@ -450,6 +450,17 @@ void SequenceKv::FixTransform(int layer, const HeadKvFormat& f, HeadPages& h) {
   }
 }
 
+StatusOr<std::vector<float>> SinkDifference(const kernels::KvCodec& codec, std::span<const uint8_t> page,
+                                            const float* exact, const std::vector<float>* scale) {
+  const int d = codec.head_dim();
+  thread_local std::vector<float> decoded;
+  decoded.resize(static_cast<size_t>(kPage) * d);
+  TQ_RETURN_IF_ERROR(codec.DecodePage(page, decoded.data()));
+  std::vector<float> diff(d);
+  for (int i = 0; i < d; ++i) diff[i] = (exact[i] - decoded[i]) * (scale != nullptr ? (*scale)[i] : 1.0f);
+  return diff;
+}
+
 void SequenceKv::KeyOffset(int layer, const HeadPages& h, int page_index, float* out) const {
   RotatedMean(layout_->layer(layer).rope, h.xf.k_rope_mean, page_index * kPage, kPage, head_dim_, out);
   for (int i = 0; i < head_dim_; ++i) out[i] -= h.xf.k_mean[i];
@@ -487,19 +498,13 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
   if (offsets && page_index == 0) {
     // Token 0 (the attention sink of most models) draws much of every head's attention, so its coding error
     // moves every softmax: keep the difference, and attention adds q . k_sink to its score (raw key space).
-    thread_local std::vector<float> decoded;
-    decoded.resize(static_cast<size_t>(kPage) * d);
-    TQ_RETURN_IF_ERROR(layout_->codec(f.k).DecodePage({page.data(), k_bytes}, decoded.data()));
-    h.xf.k_sink.resize(d);
-    for (int i = 0; i < d; ++i) h.xf.k_sink[i] = (h.k_stage[i] - decoded[i]) * h.xf.k_scale[i];
+    TQ_ASSIGN_OR_RETURN(h.xf.k_sink,
+                        SinkDifference(layout_->codec(f.k), {page.data(), k_bytes}, h.k_stage.data(), &h.xf.k_scale));
   }
   if (page_index == 0 && f.v != KvFormat::kF16) {
     // Token 0's value likewise; attention adds it with token 0's weight (stored space; Attend scales the output).
-    thread_local std::vector<float> decoded;
-    decoded.resize(static_cast<size_t>(kPage) * d);
-    TQ_RETURN_IF_ERROR(layout_->codec(f.v).DecodePage({page.data() + k_bytes, v_bytes}, decoded.data()));
-    h.xf.v_sink.resize(d);
-    for (int i = 0; i < d; ++i) h.xf.v_sink[i] = h.v_stage[i] - decoded[i];
+    TQ_ASSIGN_OR_RETURN(h.xf.v_sink, SinkDifference(layout_->codec(f.v), {page.data() + k_bytes, v_bytes},
+                                                    h.v_stage.data(), nullptr));
   }
   h.tail_tokens = 0;
   HeadPages::Full full;

@@ -54,11 +54,9 @@ Status SequenceKv::Demote(int layer, int kv_head) {
       if (sink) {
         for (int i = 0; i < d; ++i) x[i] += new_sink[kv][i] / (key_scale ? (*key_scale)[i] : 1.0f);
       }
-      const std::vector<float> exact0(x.begin(), x.begin() + d);
       TQ_RETURN_IF_ERROR(layout_->codec(new_fmt[kv]).EncodePage(x.data(), kPage, dest));
       if (sink) {
-        TQ_RETURN_IF_ERROR(layout_->codec(new_fmt[kv]).DecodePage(dest, x.data()));
-        for (int i = 0; i < d; ++i) new_sink[kv][i] = (exact0[i] - x[i]) * (key_scale ? (*key_scale)[i] : 1.0f);
+        TQ_ASSIGN_OR_RETURN(new_sink[kv], SinkDifference(layout_->codec(new_fmt[kv]), dest, x.data(), key_scale));
       }
     }
     PageInfo info;

@@ -3,7 +3,11 @@
 
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <vector>
+
+#include "common/status.h"
+#include "kernels/formats/codec.h"
 
 #include "engine/llm/kv_cache.h"
 
@@ -28,5 +32,10 @@ struct SequenceKv::HeadPages {
   std::deque<std::vector<uint8_t>> overflow;  // pages no tier had room for
   int tail_tokens = 0;
 };
+
+// A sink correction: (exact - what `page` codes for its token 0) * scale, [head_dim]; scale null means 1. `exact` is
+// token 0's row in the page's coded space.
+StatusOr<std::vector<float>> SinkDifference(const kernels::KvCodec& codec, std::span<const uint8_t> page,
+                                            const float* exact, const std::vector<float>* scale);
 
 }  // namespace tq::engine
