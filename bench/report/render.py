@@ -35,6 +35,15 @@ def pct(x, signed=True):
     return "-" if x is None else (f"{x:+.2f}%" if signed else f"{x:.2f}%")
 
 
+def vs_llama_table(rows):
+    """The side-by-side table of bench/quality/ppl_vs_llama.py's rows (tqserve and llama.cpp KV types)."""
+    return table(["engine", "K/V", "bits/value", "PPL", "vs own f16", "/ llama.cpp f16"],
+                 [[r["engine"], r["kv"], f"{r['bits_per_value']:.2f}", f"{r['ppl']:.4f}",
+                   pct(r.get("delta_vs_own_f16_percent")),
+                   "-" if r.get("ratio_vs_llama_f16") is None else f"{r['ratio_vs_llama_f16']:.4f}"]
+                  for r in rows])
+
+
 def quality_md(rep, plots, md):
     q = rep.get("quality")
     md.append("## 1. Quality")
@@ -68,11 +77,7 @@ def quality_md(rep, plots, md):
     if ql and "rows" in ql:
         md.append(f"`bench/quality/ppl_vs_llama.py`, ctx {ql['ctx']}, {ql['chunks']} chunks, same threads "
                   "(llama.cpp through llama-cpp-python; its bits include block scales):\n")
-        md.append(table(["engine", "K/V", "bits/value", "PPL", "vs own f16", "/ llama.cpp f16"],
-                        [[r["engine"], r["kv"], f"{r['bits_per_value']:.2f}", f"{r['ppl']:.4f}",
-                          pct(r.get("delta_vs_own_f16_percent")),
-                          "-" if r.get("ratio_vs_llama_f16") is None else f"{r['ratio_vs_llama_f16']:.4f}"]
-                         for r in ql["rows"]]))
+        md.append(vs_llama_table(ql["rows"]))
     qg = rep.get("quality_gemma")
     md.append("\n### Gemma 3 270M (head_dim 256, sliding window 512)")
     note = skipped(qg)
@@ -81,11 +86,7 @@ def quality_md(rep, plots, md):
     if qg and "rows" in qg:
         md.append(f"`bench/quality/ppl_vs_llama.py` on {qg['model']}, ctx {qg['ctx']} (past the window), "
                   f"{qg['chunks']} chunk(s), same threads:\n")
-        md.append(table(["engine", "K/V", "bits/value", "PPL", "vs own f16", "/ llama.cpp f16"],
-                        [[r["engine"], r["kv"], f"{r['bits_per_value']:.2f}", f"{r['ppl']:.4f}",
-                          pct(r.get("delta_vs_own_f16_percent")),
-                          "-" if r.get("ratio_vs_llama_f16") is None else f"{r['ratio_vs_llama_f16']:.4f}"]
-                         for r in qg["rows"]]))
+        md.append(vs_llama_table(qg["rows"]))
     fm = q.get("formats_measure", {})
     if fm:
         md.append("\n### Formats on Gaussian vectors (`tqserve formats --measure --json`)\n")

@@ -128,6 +128,24 @@ double RelErr(const std::vector<float>& a, const std::vector<float>& b) {
   return err / scale;
 }
 
+// Runs the reference prefill of q: [rows][group][head_dim] over `cache` and checks each row against FloatAttention
+// (causal, options.window, `biases`).
+void ExpectPrefillMatchesFloat(const TestCache& cache, const std::vector<float>& q, int rows, int group, int first,
+                               const AttentionOptions& options, const Biases* biases, const std::string& what) {
+  const int d = cache.head_dim;
+  const int total = static_cast<int>(cache.k_decoded.size()) / d;
+  std::vector<float> out(q.size());
+  ASSERT_TRUE(PrefillAttentionReference(cache.refs, d, q.data(), rows, group, first, options, out.data(), nullptr)
+                  .ok());
+  for (int r = 0; r < rows; ++r) {
+    const int limit = std::min(first + r + 1, total);
+    const int from = options.window > 0 ? std::max(0, limit - options.window) : 0;
+    std::vector<float> want = FloatAttention(cache, q.data() + r * group * d, group, limit, from, biases, r * group);
+    std::vector<float> got(out.begin() + r * group * d, out.begin() + (r + 1) * group * d);
+    EXPECT_LT(RelErr(got, want), 1e-5) << what << " row " << r;
+  }
+}
+
 std::vector<int> Lengths(int tokens) {
   std::vector<int> lengths;
   for (; tokens > 0; tokens -= kPageTokens) lengths.push_back(std::min(tokens, kPageTokens));
@@ -160,17 +178,9 @@ TEST(AttentionReference, MixedFormatsAndPrefillCausalMask) {
   TestCache cache(d, formats, lengths, 6);
   const int rows = 5, group = 2, first = 380;
   const std::vector<float> q = Queries(rows * group, d, 10);
-  std::vector<float> out(q.size());
   AttentionOptions options;
   options.skip_threshold = 0.0f;
-  ASSERT_TRUE(PrefillAttentionReference(cache.refs, d, q.data(), rows, group, first, options, out.data(), nullptr)
-                  .ok());
-  for (int r = 0; r < rows; ++r) {
-    const int limit = std::min(first + r + 1, 434);
-    std::vector<float> want = FloatAttention(cache, q.data() + r * group * d, group, limit);
-    std::vector<float> got(out.begin() + r * group * d, out.begin() + (r + 1) * group * d);
-    EXPECT_LT(RelErr(got, want), 1e-5) << r;
-  }
+  ExpectPrefillMatchesFloat(cache, q, rows, group, first, options, nullptr, "mixed");
 }
 
 TEST(AttentionReference, SlidingWindowKeepsTheLastTokensOnly) {
@@ -186,16 +196,7 @@ TEST(AttentionReference, SlidingWindowKeepsTheLastTokensOnly) {
     options.window = window;
     const int rows = 4, group = 3, first = 300;
     const std::vector<float> q = Queries(rows * group, d, 30 + window);
-    std::vector<float> out(q.size());
-    ASSERT_TRUE(PrefillAttentionReference(cache.refs, d, q.data(), rows, group, first, options, out.data(), nullptr)
-                    .ok());
-    for (int r = 0; r < rows; ++r) {
-      const int limit = first + r + 1;
-      std::vector<float> want =
-          FloatAttention(cache, q.data() + r * group * d, group, limit, std::max(0, limit - window));
-      std::vector<float> got(out.begin() + r * group * d, out.begin() + (r + 1) * group * d);
-      EXPECT_LT(RelErr(got, want), 1e-5) << "window " << window << " row " << r;
-    }
+    ExpectPrefillMatchesFloat(cache, q, rows, group, first, options, nullptr, "window " + std::to_string(window));
     std::vector<float> dec(static_cast<size_t>(group) * d);
     ASSERT_TRUE(DecodeAttentionReference(cache.refs, d, q.data(), group, options, dec.data(), nullptr).ok());
     EXPECT_LT(RelErr(dec, FloatAttention(cache, q.data(), group, total, std::max(0, total - window))), 1e-5)
@@ -213,17 +214,9 @@ TEST(AttentionReference, PageAndFirstTokenCorrections) {
   const Biases biases(3, rows * group, d, 42);
   biases.Attach(cache.refs);
   const std::vector<float> q = Queries(rows * group, d, 43);
-  std::vector<float> out(q.size());
   AttentionOptions options;
   options.skip_threshold = 0.0f;
-  ASSERT_TRUE(PrefillAttentionReference(cache.refs, d, q.data(), rows, group, first, options, out.data(), nullptr)
-                  .ok());
-  for (int r = 0; r < rows; ++r) {
-    std::vector<float> want = FloatAttention(cache, q.data() + r * group * d, group, first + r + 1, 0, &biases,
-                                             r * group);
-    std::vector<float> got(out.begin() + r * group * d, out.begin() + (r + 1) * group * d);
-    EXPECT_LT(RelErr(got, want), 1e-5) << r;
-  }
+  ExpectPrefillMatchesFloat(cache, q, rows, group, first, options, &biases, "corrections");
   // A bias that is the same for every token of every page changes nothing (softmax shift invariance) ...
   std::vector<float> same(rows * group, 5.0f), none(q.size()), shifted(q.size());
   TestCache plain(d, formats, lengths, 41);

@@ -18,6 +18,25 @@ HParams SmallModel() {
   return hp;
 }
 
+// Relative error of `paged` attention against `exact` (same positions stored) over every layer and KV head, for
+// queries q: [rows][group][head_dim] at positions first_pos...
+double AttentionError(const SequenceKv& paged, const SequenceKv& exact, const HParams& hp, const std::vector<float>& q,
+                      int rows, int group, int first_pos) {
+  std::vector<float> a(q.size()), b(q.size());
+  double err = 0, ref = 0;
+  for (int l = 0; l < hp.n_layers; ++l) {
+    for (int h = 0; h < hp.n_kv_heads; ++h) {
+      EXPECT_TRUE(paged.Attend(l, h, q.data(), rows, group, first_pos, a.data(), nullptr, nullptr).ok());
+      EXPECT_TRUE(exact.Attend(l, h, q.data(), rows, group, first_pos, b.data(), nullptr, nullptr).ok());
+      for (size_t i = 0; i < a.size(); ++i) {
+        err += (a[i] - b[i]) * (a[i] - b[i]);
+        ref += b[i] * b[i];
+      }
+    }
+  }
+  return std::sqrt(err / ref);
+}
+
 // Fills `n` positions of both caches with the same random K/V (with a large per-channel offset, as real keys
 // have) and returns the relative error of the paged attention output against the f32 one, for the last
 // `rows` positions.
@@ -46,20 +65,9 @@ double RelativeError(const std::string& k_fmt, const std::string& v_fmt, int n, 
     }
   }
   const int group = 2;
-  std::vector<float> q(static_cast<size_t>(rows) * group * d), a(q.size()), b(q.size());
+  std::vector<float> q(static_cast<size_t>(rows) * group * d);
   for (float& x : q) x = 0.3f * g(rng);
-  double err = 0, ref = 0;
-  for (int l = 0; l < hp.n_layers; ++l) {
-    for (int h = 0; h < hp.n_kv_heads; ++h) {
-      EXPECT_TRUE(paged.Attend(l, h, q.data(), rows, group, n - rows, a.data(), nullptr, nullptr).ok());
-      EXPECT_TRUE(exact.Attend(l, h, q.data(), rows, group, n - rows, b.data(), nullptr, nullptr).ok());
-      for (size_t i = 0; i < a.size(); ++i) {
-        err += (a[i] - b[i]) * (a[i] - b[i]);
-        ref += b[i] * b[i];
-      }
-    }
-  }
-  return std::sqrt(err / ref);
+  return AttentionError(paged, exact, hp, q, rows, group, n - rows);
 }
 
 // RoPE(x, pos) of one head, either style.
@@ -126,8 +134,8 @@ TEST(SequenceKvTest, PartialPagesAndPrefillRows) {
 
 // Keys as a llama layer makes them: RoPE(bias) + noise, where the pre-RoPE bias is `bias_scale` times a fixed random
 // vector in the slow pairs (i >= 20 of 32: at most 0.4 radians per page, as real keys' large channels are), so
-// one mean for the whole head leaves most of it in later pages; and token 0's key is `sink_scale` times longer than the others (an attention sink). Returns the relative
-// error of tq4 attention against f32 for the last rows, with queries that lean towards the bias and the sink.
+// one mean for the whole head leaves most of it in later pages; and token 0's key is `sink_scale` times longer
+// than the others (an attention sink). Returns the relative error of tq4 attention against f32 for the last rows.
 double RopeKeysError(float bias_scale, float sink_scale) {
   HParams hp = SmallModel();
   hp.arch = FindArch("llama").value();
@@ -141,8 +149,14 @@ double RopeKeysError(float bias_scale, float sink_scale) {
   SequenceKv paged(*layout, n, store->get()), exact(hp, n);
   std::mt19937_64 rng(17);
   std::normal_distribution<float> g(0.0f, 1.0f);
-  std::vector<float> bias(row);
-  for (float& b : bias) b = g(rng);
+  const KeyRope rope{d, RopeStyle::kAdjacent, 10000.0f};
+  std::vector<std::vector<float>> bias(hp.n_kv_heads, std::vector<float>(d, 0.0f));  // per head, pre-RoPE
+  for (std::vector<float>& b : bias) {
+    for (int c = 0; c < d; ++c) {
+      const float x = g(rng);  // drawn for every channel, kept for pairs 20..31
+      b[c] = c >= 40 ? bias_scale * x : 0.0f;
+    }
+  }
   std::vector<float> k(row), v(row);
   for (int pos = 0; pos < n; ++pos) {
     for (int i = 0; i < row; ++i) {
@@ -150,32 +164,17 @@ double RopeKeysError(float bias_scale, float sink_scale) {
       v[i] = g(rng);
     }
     for (int h = 0; h < hp.n_kv_heads; ++h) {
-      for (int i = 20; i < d / 2; ++i) {  // adjacent pairs, angle pos * base^(-2i/d)
-        const double a = pos * std::pow(10000.0, -2.0 * i / d);
-        const float x = bias_scale * bias[h * d + 2 * i], y = bias_scale * bias[h * d + 2 * i + 1];
-        k[h * d + 2 * i] += static_cast<float>(x * std::cos(a) - y * std::sin(a));
-        k[h * d + 2 * i + 1] += static_cast<float>(x * std::sin(a) + y * std::cos(a));
-      }
+      const std::vector<float> rotated = Rotate(rope, bias[h], pos);
+      for (int c = 0; c < d; ++c) k[h * d + c] += rotated[c];
     }
     for (int l = 0; l < hp.n_layers; ++l) {
       EXPECT_TRUE(paged.Append(l, pos, k.data(), v.data()).ok());
       EXPECT_TRUE(exact.Append(l, pos, k.data(), v.data()).ok());
     }
   }
-  std::vector<float> q(static_cast<size_t>(rows) * group * d), a(q.size()), b(q.size());
+  std::vector<float> q(static_cast<size_t>(rows) * group * d);
   for (float& x : q) x = 0.4f * g(rng);
-  double err = 0, ref = 0;
-  for (int l = 0; l < hp.n_layers; ++l) {
-    for (int h = 0; h < hp.n_kv_heads; ++h) {
-      EXPECT_TRUE(paged.Attend(l, h, q.data(), rows, group, n - rows, a.data(), nullptr, nullptr).ok());
-      EXPECT_TRUE(exact.Attend(l, h, q.data(), rows, group, n - rows, b.data(), nullptr, nullptr).ok());
-      for (size_t i = 0; i < a.size(); ++i) {
-        err += (a[i] - b[i]) * (a[i] - b[i]);
-        ref += b[i] * b[i];
-      }
-    }
-  }
-  return std::sqrt(err / ref);
+  return AttentionError(paged, exact, hp, q, rows, group, n - rows);
 }
 
 TEST(SequenceKvTest, RotatingKeyBiasAndSinkCostNoAccuracy) {
@@ -235,21 +234,10 @@ TEST(SequenceKvTest, DemotionReencodesPagesDownAndKeepsAttentionClose) {
     }
   }
   auto error = [&] {
-    std::vector<float> q(2 * d), a(q.size()), b(q.size());
+    std::vector<float> q(2 * d);
     std::mt19937_64 qr(3);
     for (float& x : q) x = 0.3f * g(qr);
-    double err = 0, ref = 0;
-    for (int l = 0; l < hp.n_layers; ++l) {
-      for (int h = 0; h < hp.n_kv_heads; ++h) {
-        EXPECT_TRUE(kv.Attend(l, h, q.data(), 1, 2, n - 1, a.data(), nullptr, nullptr).ok());
-        EXPECT_TRUE(exact.Attend(l, h, q.data(), 1, 2, n - 1, b.data(), nullptr, nullptr).ok());
-        for (size_t i = 0; i < a.size(); ++i) {
-          err += (a[i] - b[i]) * (a[i] - b[i]);
-          ref += b[i] * b[i];
-        }
-      }
-    }
-    return std::sqrt(err / ref);
+    return AttentionError(kv, exact, hp, q, 1, 2, n - 1);
   };
   const double before_err = error();
   const auto before = kv.bytes_by_class();
