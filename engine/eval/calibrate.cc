@@ -101,6 +101,12 @@ StatusOr<HeadProfile> CalibrateSensitivity(const Model& model, const Tokenizer& 
                                            const CalibrateOptions& o, ThreadPool& pool,
                                            const SensitivityProgress& progress) {
   const HParams& hp = model.hparams();
+  if (o.ctx <= kernels::kPageTokens) {
+    // A query sees its own page exact (SequenceKv::DropExactCopies), so every scored query of a one-page chunk
+    // would read only f16 KV and every head would measure zero.
+    return InvalidArgumentError("sensitivity calibration needs --ctx above " + std::to_string(kernels::kPageTokens) +
+                                " (one KV page): in a one-page chunk no query reads a compressed page");
+  }
   TQ_ASSIGN_OR_RETURN(Chunks chunks, PrepareChunks(model, tok, text, o));
   const int L = hp.n_layers, H = hp.n_kv_heads, V = hp.vocab_size;
   const int rows = o.ctx - 1 - o.ctx / 2;

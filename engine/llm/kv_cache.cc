@@ -472,6 +472,22 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
   const int page_index = static_cast<int>(h.full.size());
   const int d = head_dim_;
   const bool offsets = !h.xf.k_rope_mean.empty();
+  if (f.k != KvFormat::kF16 || f.v != KvFormat::kF16) {
+    // The page as the tail held it (k_stage before its offset), for this pass's queries in the page (Attend).
+    HeadPages::ExactCopy copy;
+    copy.page = page_index;
+    const kernels::KvCodec& f16 = layout_->codec(KvFormat::kF16);
+    for (int kv = 0; kv < 2; ++kv) {
+      std::vector<uint8_t>& dest = kv == 0 ? copy.k : copy.v;
+      if ((kv == 0 ? f.k : f.v) == KvFormat::kF16) {
+        dest = kv == 0 ? h.k_tail : h.v_tail;  // no transform on this side: the tail is the page
+      } else {
+        dest.resize(f16.layout().page_bytes);
+        TQ_RETURN_IF_ERROR(f16.EncodePage((kv == 0 ? h.k_stage : h.v_stage).data(), kPage, dest));
+      }
+    }
+    h.exact_copies.push_back(std::move(copy));
+  }
   if (offsets) {  // the page's keys relative to its offset (kv_cache_pages.h)
     h.k_offsets.resize(static_cast<size_t>(page_index + 1) * d);
     float* off = h.k_offsets.data() + static_cast<size_t>(page_index) * d;
@@ -702,7 +718,36 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
   }
   kernels::AttentionOptions options;
   options.window = window;
-  TQ_RETURN_IF_ERROR(kernels::PrefillAttention(refs, d, q, rows, group, kernel_first_pos, options, out, &stats));
+  // Rows run in groups: the rows of a page with an exact copy (filled in this pass) attend to the coded pages before
+  // it and to the copy; the other rows to every page. Per-query biases move with the group's first row.
+  thread_local std::vector<kernels::KvPageRef> group_refs;
+  for (int r = 0; r < rows;) {
+    const int page = (first_pos + r) / kPage;
+    const HeadPages::ExactCopy* copy = nullptr;
+    for (const HeadPages::ExactCopy& c : hp.exact_copies) {
+      if (c.page == page) copy = &c;
+    }
+    int n = rows - r;
+    if (copy != nullptr) {
+      n = std::min(n, (page + 1) * kPage - (first_pos + r));
+    } else {
+      for (const HeadPages::ExactCopy& c : hp.exact_copies) {
+        if (c.page > page) n = std::min(n, c.page * kPage - (first_pos + r));
+      }
+    }
+    const size_t n_refs = copy != nullptr ? static_cast<size_t>(page) - skip_pages : refs.size();
+    group_refs.assign(refs.begin(), refs.begin() + n_refs);
+    const size_t shift = static_cast<size_t>(r) * group;
+    for (kernels::KvPageRef& ref : group_refs) {
+      if (ref.score_bias != nullptr) ref.score_bias += shift;
+      if (ref.first_bias != nullptr) ref.first_bias += shift;
+    }
+    if (copy != nullptr) group_refs.push_back({copy->k.data(), copy->v.data(), KvFormat::kF16, KvFormat::kF16, kPage});
+    const size_t offset = shift * d;
+    TQ_RETURN_IF_ERROR(kernels::PrefillAttention(group_refs, d, q + offset, n, group, kernel_first_pos + r, options,
+                                                 out + offset, &stats));
+    r += n;
+  }
   holds.clear();
   if (!hp.xf.v_scale.empty()) {
     for (size_t r = 0; r < static_cast<size_t>(rows) * group * d; r += d) {
@@ -713,6 +758,11 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
   if (skipped) *skipped += stats.skipped;
   if (activity_ != nullptr) activity_->Add(layer, kv_head, stats.scored, stats.skipped);
   return Status::Ok();
+}
+
+void SequenceKv::DropExactCopies(int layer) {
+  if (layer < 0 || static_cast<size_t>(layer) >= pages_.size()) return;
+  for (HeadPages& h : pages_[layer]) std::vector<HeadPages::ExactCopy>().swap(h.exact_copies);
 }
 
 std::array<uint64_t, 3> SequenceKv::bytes_by_class() const {
@@ -735,7 +785,10 @@ uint64_t SequenceKv::bytes() const {
   uint64_t total = 0;
   for (const uint64_t b : bytes_by_class()) total += b;
   for (const auto& layer : pages_) {
-    for (const HeadPages& h : layer) total += (h.k_stage.size() + h.v_stage.size()) * sizeof(float);
+    for (const HeadPages& h : layer) {
+      total += (h.k_stage.size() + h.v_stage.size()) * sizeof(float);
+      for (const HeadPages::ExactCopy& c : h.exact_copies) total += c.k.size() + c.v.size();
+    }
   }
   return total;
 }

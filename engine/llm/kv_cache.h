@@ -137,6 +137,12 @@ class SequenceKv {
   Status Attend(int layer, int kv_head, const float* q, int rows, int group, int first_pos, float* out,
                 int64_t* scored, int64_t* skipped, int window = 0) const;
 
+  // A query whose own page filled during the current forward pass sees that page exact (an f16 copy kept since it
+  // was encoded), the way a decode step sees its own, still f16, tail page: prefill computes what decode would.
+  // Call once the layer's attention of the pass is done; until then the copies cost 2 bytes per value of the pages
+  // the pass filled.
+  void DropExactCopies(int layer);
+
   // Plain (f32) layers report every query's attention weights to `stats` (calibration); null to stop.
   void set_concentration_stats(ConcentrationStats* stats) { stats_ = stats; }
 

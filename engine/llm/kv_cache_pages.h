@@ -31,6 +31,14 @@ struct SequenceKv::HeadPages {
   std::vector<float> k_offsets;         // [full pages][head_dim]
   std::deque<std::vector<uint8_t>> overflow;  // pages no tier had room for
   int tail_tokens = 0;
+  // Exact f16 copies (the tail's domain: no key offset, no sink) of compressed pages that filled during the current
+  // forward pass. Attention lets a query see its own page through them, as a decode step sees its own tail page, so
+  // prefill computes what token-by-token decode computes. Dropped after the layer's attention (DropExactCopies).
+  struct ExactCopy {
+    int page = 0;                  // index into `full`
+    std::vector<uint8_t> k, v;     // f16 pages of kPage tokens
+  };
+  std::vector<ExactCopy> exact_copies;
 };
 
 // A sink correction: (exact - what `page` codes for its token 0) * scale, [head_dim]; scale null means 1. `exact` is

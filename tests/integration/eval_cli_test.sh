@@ -35,15 +35,19 @@ echo "$out" | sed -n '/^{/,$p' > "$tmp/preset.json"
 [ "$(json "$tmp/preset.json" "[d['heads_by_class'][k] for k in ('hot', 'active', 'sparse')]")" = "[9, 54, 27]" ] \
   && pass "longdoc splits 90 heads 9/54/27" || fail "classes: $(cat "$tmp/preset.json")"
 
-# Sensitivity: 90 heads x (tq4, int8) single-head runs on one chunk of 128 tokens (one full page per head).
+# Sensitivity: 90 heads x (tq4, int8) single-head runs on one chunk of 192 tokens (queries from position 128 on read
+# the head's first page compressed; a query's own page is exact).
+expect_rc 1 "sensitivity on a one-page chunk" -- "$bin" calibrate --method sensitivity -m "$model" -f "$text" \
+  --ctx 128 --chunks 1 -t 2 -o "$tmp/sens128.json"
+expect_out "needs --ctx above 128" "says a one-page chunk measures nothing"
 expect_rc 0 "calibrate --method sensitivity" -- "$bin" calibrate --method sensitivity -m "$model" -f "$text" \
-  --ctx 128 --chunks 1 --skip-chunks 3 -t 2 -o "$tmp/sens.json"
+  --ctx 192 --chunks 1 --skip-chunks 2 -t 2 -o "$tmp/sens.json"
 python3 - "$tmp/sens.json" <<'PY' && pass "sensitivity profile: 30x3 scores = tq4 KLD - int8 KLD" \
   || fail "sensitivity profile: $(cat "$tmp/sens.json")"
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["method"] == "sensitivity" and d["format"] == "tq4" and d["baseline_format"] == "int8", d
-assert d["queries"] == 63 and len(d["score"]) == 30 and all(len(r) == 3 for r in d["score"])
+assert d["queries"] == 95 and len(d["score"]) == 30 and all(len(r) == 3 for r in d["score"])
 k = [x for r in d["kld"] for x in r]; b = [x for r in d["kld_baseline"] for x in r]; s = [x for r in d["score"] for x in r]
 assert all(x > 0 for x in k + b), "every head's KV change costs some KLD"
 assert all(abs(si - (ki - bi)) < 1e-12 for si, ki, bi in zip(s, k, b))
@@ -62,7 +66,7 @@ echo "$out" | sed -n '/^{/,$p' > "$tmp/shares.json"
 expect_rc 2 "unknown calibration method" -- "$bin" calibrate --method entropy -m "$model" -f "$text" -o "$tmp/x.json"
 tiny="$root/../shared/models/stories260K.gguf"
 if [ -f "$tiny" ]; then
-  expect_rc 1 "sensitivity on head_dim 8" -- "$bin" calibrate --method sensitivity -m "$tiny" -f "$text" --ctx 128 \
+  expect_rc 1 "sensitivity on head_dim 8" -- "$bin" calibrate --method sensitivity -m "$tiny" -f "$text" --ctx 256 \
     --chunks 1 -o "$tmp/x.json"
   expect_out "does not support head_dim 8" "says the page formats need a larger head"
 fi

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <random>
 
+#include "kernels/formats/page.h"
+
 namespace tq::engine {
 namespace {
 
@@ -186,6 +188,87 @@ TEST(SequenceKvTest, RotatingKeyBiasAndSinkCostNoAccuracy) {
   EXPECT_LT(plain, 0.1);
   EXPECT_LT(biased, 1.3 * plain) << plain;
   EXPECT_LT(sink, 1.3 * plain) << plain;
+}
+
+TEST(SequenceKvTest, PrefillComputesWhatDecodeComputes) {
+  // Decode sees its own page exact (the f16 tail); prefill, whose pages fill before it attends, sees them through
+  // the exact copies the pass keeps. Same inputs, one pass of 300 rows (and chunks of 200 + 100) against 300 decode
+  // steps: equal up to rounding. Without the copies the prefill rows in full pages would read their own page coded
+  // (relative error about that of tq4).
+  const HParams hp = SmallModel();
+  auto layout = KvLayout::Create(hp, {"tq4", "tq3", 0});
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  auto store = KvPageStore::Open({}, (*layout)->class_page_bytes());
+  ASSERT_TRUE(store.ok());
+  const int n = 300, group = 2, d = hp.head_dim, row = hp.n_kv_heads * d;
+  std::mt19937_64 rng(21);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> keys(static_cast<size_t>(n) * row), values(keys.size()), q(static_cast<size_t>(n) * group * d);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    keys[i] = 2.0f * std::sin(0.1f * static_cast<float>(i % row)) + g(rng);
+    values[i] = g(rng);
+  }
+  for (float& x : q) x = 0.5f * g(rng);
+  const size_t q_row = static_cast<size_t>(group) * d;
+  // out: [layer][kv_head][n][group][d]
+  auto run = [&](const std::vector<int>& chunks) {
+    SequenceKv kv(*layout, n, store->get());
+    std::vector<float> out(static_cast<size_t>(hp.n_layers) * hp.n_kv_heads * n * q_row);
+    int first = 0;
+    for (int len : chunks) {
+      for (int l = 0; l < hp.n_layers; ++l) {
+        for (int p = first; p < first + len; ++p) {
+          EXPECT_TRUE(kv.Append(l, p, keys.data() + static_cast<size_t>(p) * row, values.data() + p * row).ok());
+        }
+        for (int h = 0; h < hp.n_kv_heads; ++h) {
+          float* o = out.data() + ((static_cast<size_t>(l) * hp.n_kv_heads + h) * n + first) * q_row;
+          EXPECT_TRUE(kv.Attend(l, h, q.data() + first * q_row, len, group, first, o, nullptr, nullptr).ok());
+        }
+        kv.DropExactCopies(l);
+      }
+      first += len;
+    }
+    EXPECT_EQ(kv.full_pages(), 2);
+    return out;
+  };
+  const std::vector<float> decode = run(std::vector<int>(n, 1));
+  for (const std::vector<int>& chunks : {std::vector<int>{n}, std::vector<int>{200, 100}}) {
+    const std::vector<float> prefill = run(chunks);
+    // [first page, later pages]: decode reads the first page's tail before the head's transform exists (raw f16),
+    // prefill its copy in the transform's domain, so those rows agree to f16 rounding only.
+    double err[2] = {0, 0}, ref[2] = {0, 0};
+    for (size_t i = 0; i < decode.size(); ++i) {
+      const int later = static_cast<int>((i / q_row) % n) >= kernels::kPageTokens ? 1 : 0;
+      err[later] += (prefill[i] - decode[i]) * (prefill[i] - decode[i]);
+      ref[later] += decode[i] * decode[i];
+    }
+    EXPECT_LT(std::sqrt(err[0] / ref[0]), 2e-3) << chunks.size() << " chunks";
+    EXPECT_LT(std::sqrt(err[1] / ref[1]), 1e-5) << chunks.size() << " chunks";
+  }
+}
+
+TEST(SequenceKvTest, ExactCopiesLastOnlyUntilDropped) {
+  const HParams hp = SmallModel();
+  auto layout = KvLayout::Create(hp, {"tq4", "tq4", 0});
+  ASSERT_TRUE(layout.ok());
+  auto store = KvPageStore::Open({}, (*layout)->class_page_bytes());
+  ASSERT_TRUE(store.ok());
+  SequenceKv kv(*layout, 512, store->get());
+  std::vector<float> x(hp.n_kv_heads * hp.head_dim, 0.5f);
+  for (int p = 0; p < 256; ++p) {
+    for (int l = 0; l < hp.n_layers; ++l) ASSERT_TRUE(kv.Append(l, p, x.data(), x.data()).ok());
+  }
+  const uint64_t with_copies = kv.bytes();
+  kv.DropExactCopies(0);
+  const uint64_t one_layer = kv.bytes();
+  kv.DropExactCopies(1);
+  const uint64_t none = kv.bytes();
+  // Per layer: 2 pages x 2 heads x K and V f16 pages.
+  const uint64_t copy_bytes = 2 * 2 * 2 * static_cast<uint64_t>(kernels::PageBytes(kernels::KvFormat::kF16, hp.head_dim).value());
+  EXPECT_EQ(with_copies - one_layer, copy_bytes);
+  EXPECT_EQ(one_layer - none, copy_bytes);
+  kv.DropExactCopies(7);  // no such layer: nothing happens
+  EXPECT_EQ(kv.bytes(), none);
 }
 
 TEST(SequenceKvTest, AppendOutOfOrderOrPastContextIsAnError) {
