@@ -340,7 +340,15 @@ Status SequenceKv::AttachPrefix(std::span<const PrefixEntry* const> entries) {
   }
   const int n = static_cast<int>(entries.size()) * kPage;
   if (n > n_ctx_) return OutOfRangeError("the cached prefix is longer than the context");
-  for (const HeadTransform& x : entries[0]->transforms) {  // they come from disk after a restart
+  // Transforms and page ids come from disk after a restart: check their shapes before anything is attached.
+  const size_t slots = static_cast<size_t>(n_layers_) * n_kv_heads_;
+  for (const PrefixEntry* e : entries) {
+    if (e->pages.size() != slots) return DataLossError("cached KV prefix: a page entry has the wrong number of heads");
+  }
+  if (entries[0]->transforms.size() != slots) {
+    return DataLossError("cached KV prefix: the head transforms have the wrong number of heads");
+  }
+  for (const HeadTransform& x : entries[0]->transforms) {
     for (const std::vector<float>* part : {&x.v_scale, &x.k_mean, &x.k_scale, &x.k_rope_mean, &x.k_sink, &x.v_sink}) {
       if (!part->empty() && part->size() != static_cast<size_t>(head_dim_)) {
         return DataLossError("cached KV prefix: a head transform has the wrong length");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 
 #include "kernels/formats/page.h"
@@ -269,6 +270,65 @@ TEST(SequenceKvTest, ExactCopiesLastOnlyUntilDropped) {
   EXPECT_EQ(one_layer - none, copy_bytes);
   kv.DropExactCopies(7);  // no such layer: nothing happens
   EXPECT_EQ(kv.bytes(), none);
+}
+
+TEST(SequenceKvTest, AttachPrefixReusesPagesAndRefusesMalformedTransforms) {
+  const HParams hp = SmallModel();
+  auto layout = KvLayout::Create(hp, {"tq4", "tq4", 0});
+  ASSERT_TRUE(layout.ok());
+  auto store = KvPageStore::Open({}, (*layout)->class_page_bytes());
+  ASSERT_TRUE(store.ok());
+  auto source_kv = std::make_unique<SequenceKv>(*layout, 512, store->get());
+  SequenceKv& source = *source_kv;
+  std::mt19937_64 rng(4);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> k(hp.n_kv_heads * hp.head_dim), v(k.size());
+  for (int p = 0; p < 128; ++p) {
+    for (size_t i = 0; i < k.size(); ++i) {
+      k[i] = 1.0f + g(rng);
+      v[i] = g(rng);
+    }
+    for (int l = 0; l < hp.n_layers; ++l) ASSERT_TRUE(source.Append(l, p, k.data(), v.data()).ok());
+  }
+  ASSERT_EQ(source.full_pages(), 1);
+  PrefixEntry entry;
+  entry.pages = source.PageIdsAt(0);
+  entry.transforms = source.Transforms();
+  ASSERT_FALSE(entry.transforms[0].k_mean.empty());  // tq4 keys: a key transform to corrupt
+  auto stored_pages = [&] {
+    uint64_t n = 0;
+    for (const KvTierUsage& t : (*store)->Stats().tiers) n += t.pages;
+    return n;
+  };
+  ASSERT_EQ(stored_pages(), static_cast<uint64_t>(hp.n_layers * hp.n_kv_heads));
+
+  auto attach = [&](const PrefixEntry& e) {
+    SequenceKv kv(*layout, 512, store->get());
+    const std::vector<const PrefixEntry*> one{&e};
+    const Status s = kv.AttachPrefix(one);
+    EXPECT_EQ(kv.n_tokens(), s.ok() ? 128 : 0);
+    EXPECT_EQ(kv.full_pages(), s.ok() ? 1 : 0);
+    return s;
+  };
+  EXPECT_TRUE(attach(entry).ok());
+  for (int bad = 0; bad < 4; ++bad) {
+    PrefixEntry e = entry;
+    switch (bad) {
+      case 0: e.transforms[1].k_mean.pop_back(); break;                   // a channel short
+      case 1: e.transforms[2].v_sink.push_back(0.0f); break;              // a channel long
+      case 2: e.transforms.pop_back(); break;                             // a head short
+      case 3: e.pages.push_back(e.pages.back()); break;                    // a head too many
+    }
+    const Status s = attach(e);
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << bad << ": " << s.ToString();
+  }
+  PrefixEntry offsets_alone = entry;
+  offsets_alone.transforms[0].k_mean.clear();
+  offsets_alone.transforms[0].k_scale.clear();
+  EXPECT_EQ(attach(offsets_alone).code(), StatusCode::kDataLoss);
+  // Every attached sequence let its references go and a refused prefix took none: the pages go with the source.
+  source_kv.reset();
+  EXPECT_EQ(stored_pages(), 0u);
 }
 
 TEST(SequenceKvTest, AppendOutOfOrderOrPastContextIsAnError) {
