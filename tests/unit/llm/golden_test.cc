@@ -20,6 +20,12 @@ std::string ModelDir() {
 std::string SmolLm2Path() { return ModelDir() + "/SmolLM2-135M-Instruct.Q4_1.gguf"; }
 // Gemma 3 270M (scripts/fetch-model.sh --gemma3).
 std::string Gemma3Path() { return ModelDir() + "/gemma-3-270m-q4_k_m.gguf"; }
+// stories260K rewritten as a qwen2 file with q/k/v biases (tests/golden/make_arch_variant.py, run by the CTest
+// fixture llm_qwen2_variant before this test).
+std::string Qwen2VariantPath() {
+  const char* dir = std::getenv("TQ_TEST_BINARY_DIR");
+  return std::string(dir ? dir : ".") + "/tests/golden/stories260K-qwen2.gguf";
+}
 
 struct GoldenCase {
   std::string model_path;
@@ -27,6 +33,11 @@ struct GoldenCase {
 };
 
 class GoldenTest : public ::testing::TestWithParam<GoldenCase> {};
+
+std::string CaseName(const ::testing::TestParamInfo<GoldenCase>& param) {
+  static const char* const kNames[] = {"stories260K", "SmolLM2", "Gemma3", "qwen2"};
+  return kNames[param.index];
+}
 
 TEST_P(GoldenTest, GreedyContinuationMatchesLlamaCpp) {
   const GoldenCase& c = GetParam();
@@ -82,11 +93,10 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                          ::testing::Values(GoldenCase{"../shared/models/stories260K.gguf",
                                                       "tests/golden/stories260K_greedy.json"},
                                            GoldenCase{SmolLm2Path(), "tests/golden/smollm2_greedy.json"},
-                                           GoldenCase{Gemma3Path(), "tests/golden/gemma3_270m_greedy.json"}),
-                         [](const auto& param) {
-                           return std::string(param.index == 0 ? "stories260K" : param.index == 1 ? "SmolLM2"
-                                                                                                 : "Gemma3");
-                         });
+                                           GoldenCase{Gemma3Path(), "tests/golden/gemma3_270m_greedy.json"},
+                                           GoldenCase{Qwen2VariantPath(),
+                                                      "tests/golden/stories260K_qwen2_greedy.json"}),
+                         CaseName);
 
 // Gemma 3's architecture row and hyperparameters: five sliding-window layers, then one global, with their RoPE
 // bases; QK-norm and post-norm weights bound.

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Rewrites a llama GGUF as another architecture of the same shape, for golden tests of architecture rows that no
+small published file covers here. Standard library only (CI runs it).
+
+  make_arch_variant.py IN.gguf OUT.gguf --arch qwen2 [--seed 1] [--bias-scale 0.5]
+
+qwen2: the `llama.*` keys become `qwen2.*`, general.architecture becomes "qwen2", and every layer gains
+attn_q.bias, attn_k.bias and attn_v.bias (F32, uniform in [-scale, scale] from a seeded generator, so the file is
+the same on every machine). The weights are untouched: llama.cpp and tqserve then run the same numbers through
+qwen2's forward pass (RoPE on halves, biases), which is all a golden test needs; the text it writes is not meant
+to be good.
+
+Exit 0 with a message and no output when IN is absent (a clone without ../shared), 1 on a malformed file.
+"""
+import argparse
+import os
+import random
+import struct
+import sys
+
+# GGUF value types: id -> struct format of a scalar (8 string, 9 array are handled apart).
+SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+F32 = 0  # ggml type id of F32 tensors
+
+
+class Reader:
+    def __init__(self, data):
+        self.data, self.pos = data, 0
+
+    def take(self, n):
+        if self.pos + n > len(self.data):
+            raise ValueError(f"truncated at byte {self.pos}")
+        out = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def unpack(self, fmt):
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+
+    def string(self):
+        return self.take(self.unpack("<Q")).decode("utf-8")
+
+    def skip_value(self, vtype):
+        if vtype in SCALARS:
+            self.take(struct.calcsize(SCALARS[vtype]))
+        elif vtype == 8:
+            self.take(self.unpack("<Q"))
+        elif vtype == 9:
+            inner, n = self.unpack("<I"), self.unpack("<Q")
+            for _ in range(n):
+                self.skip_value(inner)
+        else:
+            raise ValueError(f"unknown value type {vtype} at byte {self.pos}")
+
+
+def gguf_string(s):
+    b = s.encode("utf-8")
+    return struct.pack("<Q", len(b)) + b
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("src")
+    ap.add_argument("out")
+    ap.add_argument("--arch", choices=["qwen2"], required=True)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--bias-scale", type=float, default=0.5)
+    a = ap.parse_args()
+    if not os.path.exists(a.src):
+        print(f"make_arch_variant: {a.src} is absent; nothing written")
+        return 0
+    with open(a.src, "rb") as f:
+        r = Reader(f.read())
+    if r.take(4) != b"GGUF":
+        raise ValueError("not a GGUF file")
+    version = r.unpack("<I")
+    if version not in (2, 3):
+        raise ValueError(f"GGUF version {version} (2 or 3 expected)")
+    n_tensors, n_kv = r.unpack("<Q"), r.unpack("<Q")
+
+    kvs, meta, alignment = [], {}, 32
+    for _ in range(n_kv):
+        key = r.string()
+        vtype = r.unpack("<I")
+        start = r.pos
+        r.skip_value(vtype)
+        raw = r.data[start:r.pos]
+        if vtype in SCALARS:
+            meta[key] = struct.unpack(SCALARS[vtype], raw)[0]
+        elif vtype == 8:
+            meta[key] = raw[8:].decode("utf-8")
+        if key == "general.alignment":
+            alignment = meta[key]
+        kvs.append([key, vtype, raw])
+    if meta.get("general.architecture") != "llama":
+        raise ValueError(f"architecture {meta.get('general.architecture')!r} (llama expected)")
+
+    tensors = []  # [name, dims, type, offset]
+    for _ in range(n_tensors):
+        name = r.string()
+        dims = [r.unpack("<Q") for _ in range(r.unpack("<I"))]
+        tensors.append([name, dims, r.unpack("<I"), r.unpack("<Q")])
+    data_start = (r.pos + alignment - 1) // alignment * alignment
+    data = bytearray(r.data[data_start:])
+
+    # The new metadata: same values under the new architecture's names.
+    for kv in kvs:
+        if kv[0] == "general.architecture":
+            kv[2] = gguf_string(a.arch)
+        elif kv[0].startswith("llama."):
+            kv[0] = a.arch + kv[0][len("llama"):]
+
+    # Biases: [n_embd] for q, [n_kv_heads * head_dim] for k and v, appended after the existing data.
+    n_layers = meta["llama.block_count"]
+    n_embd = meta["llama.embedding_length"]
+    n_heads = meta["llama.attention.head_count"]
+    n_kv_dim = meta.get("llama.attention.head_count_kv", n_heads) * (n_embd // n_heads)
+    rng = random.Random(a.seed)
+    for layer in range(n_layers):
+        for part, n in (("q", n_embd), ("k", n_kv_dim), ("v", n_kv_dim)):
+            data.extend(b"\0" * ((-len(data)) % alignment))
+            tensors.append([f"blk.{layer}.attn_{part}.bias", [n], F32, len(data)])
+            data.extend(struct.pack(f"<{n}f", *(rng.uniform(-a.bias_scale, a.bias_scale) for _ in range(n))))
+
+    out = bytearray(b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs)))
+    for key, vtype, raw in kvs:
+        out += gguf_string(key) + struct.pack("<I", vtype) + raw
+    for name, dims, ttype, offset in tensors:
+        out += gguf_string(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+        out += struct.pack("<IQ", ttype, offset)
+    out.extend(b"\0" * ((-len(out)) % alignment))
+    out += data
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    tmp = a.out + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(out)
+    os.replace(tmp, a.out)  # never a half-written file under the final name
+    print(f"make_arch_variant: wrote {a.out} ({a.arch}, {len(tensors)} tensors, {len(out)} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (ValueError, KeyError, struct.error) as e:
+        print(f"make_arch_variant: {e}", file=sys.stderr)
+        sys.exit(1)
