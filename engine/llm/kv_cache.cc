@@ -95,7 +95,10 @@ StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, co
   for (int l = 0; l < L; ++l) {
     LayerKvFormat f;
     f.plain = plain;
-    if (hp.arch != nullptr) f.rope = {hp.n_rot, hp.arch->rope, hp.RopeBase(l)};
+    if (hp.arch != nullptr) {
+      f.rope = {hp.n_rot, hp.arch->rope, hp.RopeBase(l)};
+      if (hp.IsSlidingLayer(l)) f.window = hp.sliding_window;
+    }
     const bool edge = l < spec.boundary_layers || l >= L - spec.boundary_layers;
     if (!plain) {
       f.heads.assign(heads.begin() + static_cast<size_t>(l) * H, heads.begin() + static_cast<size_t>(l + 1) * H);
@@ -252,6 +255,7 @@ SequenceKv::SequenceKv(std::shared_ptr<const KvLayout> layout, int n_ctx, KvPage
       n_kv_heads_(layout_->n_kv_heads()),
       head_dim_(layout_->head_dim()),
       layer_len_(n_layers_, 0),
+      pass_end_len_(n_layers_, 0),
       plain_(n_layers_),
       pages_(n_layers_) {
   for (int l = 0; l < n_layers_; ++l) {
@@ -265,6 +269,7 @@ SequenceKv::SequenceKv(const HParams& hp, int n_ctx)
       n_kv_heads_(hp.n_kv_heads),
       head_dim_(hp.head_dim),
       layer_len_(n_layers_, 0),
+      pass_end_len_(n_layers_, 0),
       plain_(n_layers_),
       pages_(n_layers_) {}
 
@@ -281,6 +286,7 @@ void SequenceKv::Reset() {
   }
   for (auto& p : plain_) std::vector<float>().swap(p);
   std::fill(layer_len_.begin(), layer_len_.end(), 0);
+  std::fill(pass_end_len_.begin(), pass_end_len_.end(), 0);
   n_tokens_ = 0;
   overflow_bytes_ = 0;
   page_hashes_.clear();
@@ -294,7 +300,7 @@ void SequenceKv::PrefetchLayer(int layer, int from_position) const {
   ids.clear();
   const size_t first_page = static_cast<size_t>(std::max(0, from_position) / kPage);
   for (const HeadPages& h : pages_[layer]) {
-    for (size_t p = first_page; p < h.full.size(); ++p) {
+    for (size_t p = std::max(first_page, h.released_pages); p < h.full.size(); ++p) {
       if (h.full[p].ram == nullptr) ids.push_back(h.full[p].id);
     }
   }
@@ -379,6 +385,7 @@ Status SequenceKv::AttachPrefix(std::span<const PrefixEntry* const> entries) {
       }
     }
     layer_len_[l] = n;
+    pass_end_len_[l] = n;
   }
   for (size_t k = 0; k < entries.size(); ++k) SetPageHash(static_cast<int>(k), entries[k]->hash, entries[k]->parent);
   n_tokens_ = n;
@@ -674,6 +681,10 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
   // Sliding window: full pages that end before the first row's window are left out (positions shift with them).
   const size_t skip_pages =
       window > 0 ? std::min(hp.full.size(), static_cast<size_t>(std::max(0, first_pos - window + 1) / kPage)) : 0;
+  if (skip_pages < hp.released_pages) {
+    return InternalError("attention of layer " + std::to_string(layer) + " from position " +
+                         std::to_string(first_pos) + " needs pages released from its sliding window");
+  }
   const int kernel_first_pos = first_pos - static_cast<int>(skip_pages) * kPage;
   for (size_t pi = skip_pages; pi < hp.full.size(); ++pi) {
     const HeadPages::Full& page = hp.full[pi];
@@ -768,9 +779,24 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
   return Status::Ok();
 }
 
-void SequenceKv::DropExactCopies(int layer) {
-  if (layer < 0 || static_cast<size_t>(layer) >= pages_.size()) return;
+void SequenceKv::FinishLayerPass(int layer) {
+  if (layer < 0 || layer >= n_layers_) return;
   for (HeadPages& h : pages_[layer]) std::vector<HeadPages::ExactCopy>().swap(h.exact_copies);
+  const int window = layout_ ? layout_->layer(layer).window : 0;
+  if (window > 0 && !pages_[layer].empty()) {
+    // Every later query is at a position >= the previous pass's end, so it sees nothing before
+    // pass_end - window + 1: pages that end before that are released.
+    const size_t keep_from = static_cast<size_t>(std::max(0, pass_end_len_[layer] - window + 1) / kPage);
+    for (HeadPages& h : pages_[layer]) {
+      for (size_t p = h.released_pages; p < std::min(keep_from, h.full.size()); ++p) {
+        HeadPages::Full& page = h.full[p];
+        if (page.id != 0 && store_ != nullptr) store_->Release(page.id);
+        page = HeadPages::Full{0, nullptr, page.k, page.v, true};
+        h.released_pages = p + 1;
+      }
+    }
+  }
+  pass_end_len_[layer] = layer_len_[layer];
 }
 
 std::array<uint64_t, 3> SequenceKv::bytes_by_class() const {
@@ -781,6 +807,7 @@ std::array<uint64_t, 3> SequenceKv::bytes_by_class() const {
       const HeadPages& hp = pages_[l][h];
       const HeadKvFormat& f = layout_->head(static_cast<int>(l), static_cast<int>(h));
       for (const HeadPages::Full& p : hp.full) {
+        if (p.released) continue;
         out[static_cast<int>(f.cls)] += kernels::PageBytes(p.k, head_dim_).value() + kernels::PageBytes(p.v, head_dim_).value();
       }
       out[0] += hp.k_tail.size() + hp.v_tail.size();

@@ -60,6 +60,9 @@ struct LayerKvFormat {
   bool plain = true;
   std::vector<HeadKvFormat> heads;
   KeyRope rope;  // how the layer's keys were rotated (per-page key offsets)
+  // Sliding-window layer: a query at p sees (p - window, p]; pages wholly before every future query's window are
+  // released (SequenceKv::FinishLayerPass). 0: the layer sees every position.
+  int window = 0;
 };
 
 // The codecs and per-layer formats shared by every sequence of a model. Immutable after Create.
@@ -137,11 +140,13 @@ class SequenceKv {
   Status Attend(int layer, int kv_head, const float* q, int rows, int group, int first_pos, float* out,
                 int64_t* scored, int64_t* skipped, int window = 0) const;
 
-  // A query whose own page filled during the current forward pass sees that page exact (an f16 copy kept since it
-  // was encoded), the way a decode step sees its own, still f16, tail page: prefill computes what decode would.
-  // Call once the layer's attention of the pass is done; until then the copies cost 2 bytes per value of the pages
-  // the pass filled.
-  void DropExactCopies(int layer);
+  // Call once `layer`'s attention of a forward pass is done (the model does, for every sequence of the batch):
+  // - a query whose own page filled during the pass saw that page exact, through an f16 copy kept since it was
+  //   encoded (the way a decode step sees its own, still f16, tail page: prefill computes what decode would); the
+  //   copies go now;
+  // - in a sliding-window layer, pages that were wholly before every later query's window already when the previous
+  //   pass ended are released (one pass late, so the engine has offered them to the prefix cache first).
+  void FinishLayerPass(int layer);
 
   // Plain (f32) layers report every query's attention weights to `stats` (calibration); null to stop.
   void set_concentration_stats(ConcentrationStats* stats) { stats_ = stats; }
@@ -206,6 +211,7 @@ class SequenceKv {
   int head_dim_;
   int n_tokens_ = 0;
   std::vector<int> layer_len_;                   // positions stored per layer
+  std::vector<int> pass_end_len_;                // layer_len_ when the layer's last pass finished (FinishLayerPass)
   std::vector<std::vector<float>> plain_;        // plain layers: [2][n_ctx-as-needed][n_kv][head_dim] per layer
   std::vector<std::vector<HeadPages>> pages_;    // paged layers: [layer][kv_head]
 };

@@ -20,6 +20,7 @@ Status SequenceKv::Demote(int layer, int kv_head) {
   std::vector<float> x(static_cast<size_t>(kPage) * d);
   for (size_t page_index = 0; page_index < hp.full.size(); ++page_index) {
     HeadPages::Full& page = hp.full[page_index];
+    if (page.released) continue;
     const bool k_down = kernels::BitsPerValue(to.k, d) < kernels::BitsPerValue(page.k, d);
     const bool v_down = kernels::BitsPerValue(to.v, d) < kernels::BitsPerValue(page.v, d);
     if (!k_down && !v_down) continue;

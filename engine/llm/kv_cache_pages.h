@@ -21,8 +21,10 @@ struct SequenceKv::HeadPages {
     const uint8_t* ram = nullptr;  // the bytes when in RAM (a RAM tier or overflow); null = cold, Pin it
     kernels::KvFormat k = kernels::KvFormat::kF16;   // the page's formats (a head's pages differ after a demotion)
     kernels::KvFormat v = kernels::KvFormat::kF16;
+    bool released = false;        // left a sliding window: no bytes, never read again (id 0, ram null)
   };
-  std::vector<Full> full;
+  std::vector<Full> full;         // [page index]; released pages keep their place
+  size_t released_pages = 0;      // full[0, released_pages) are released
   std::vector<uint8_t> k_tail, v_tail;  // f16 pages
   std::vector<float> k_stage, v_stage;  // [kPage][head_dim]
   HeadTransform xf;                     // fixed when the first page fills (FixTransform); empty before
@@ -33,7 +35,7 @@ struct SequenceKv::HeadPages {
   int tail_tokens = 0;
   // Exact f16 copies (the tail's domain: no key offset, no sink) of compressed pages that filled during the current
   // forward pass. Attention lets a query see its own page through them, as a decode step sees its own tail page, so
-  // prefill computes what token-by-token decode computes. Dropped after the layer's attention (DropExactCopies).
+  // prefill computes what token-by-token decode computes. Dropped after the layer's attention (FinishLayerPass).
   struct ExactCopy {
     int page = 0;                  // index into `full`
     std::vector<uint8_t> k, v;     // f16 pages of kPage tokens

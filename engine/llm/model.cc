@@ -240,7 +240,7 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
         }
       }
     });
-    for (SequenceKv* kv : seqs) kv->DropExactCopies(l);
+    for (SequenceKv* kv : seqs) kv->FinishLayerPass(l);
     if (failed) return first_error;
     MatMul(L.wo, attn.data(), B, tmp.data(), pool);
     if (L.post_attn_norm.present()) RmsNorm(tmp.data(), F32(L.post_attn_norm), B, E, hp.rms_eps, tmp.data());

@@ -225,7 +225,7 @@ TEST(SequenceKvTest, PrefillComputesWhatDecodeComputes) {
           float* o = out.data() + ((static_cast<size_t>(l) * hp.n_kv_heads + h) * n + first) * q_row;
           EXPECT_TRUE(kv.Attend(l, h, q.data() + first * q_row, len, group, first, o, nullptr, nullptr).ok());
         }
-        kv.DropExactCopies(l);
+        kv.FinishLayerPass(l);
       }
       first += len;
     }
@@ -260,15 +260,15 @@ TEST(SequenceKvTest, ExactCopiesLastOnlyUntilDropped) {
     for (int l = 0; l < hp.n_layers; ++l) ASSERT_TRUE(kv.Append(l, p, x.data(), x.data()).ok());
   }
   const uint64_t with_copies = kv.bytes();
-  kv.DropExactCopies(0);
+  kv.FinishLayerPass(0);
   const uint64_t one_layer = kv.bytes();
-  kv.DropExactCopies(1);
+  kv.FinishLayerPass(1);
   const uint64_t none = kv.bytes();
   // Per layer: 2 pages x 2 heads x K and V f16 pages.
   const uint64_t copy_bytes = 2 * 2 * 2 * static_cast<uint64_t>(kernels::PageBytes(kernels::KvFormat::kF16, hp.head_dim).value());
   EXPECT_EQ(with_copies - one_layer, copy_bytes);
   EXPECT_EQ(one_layer - none, copy_bytes);
-  kv.DropExactCopies(7);  // no such layer: nothing happens
+  kv.FinishLayerPass(7);  // no such layer: nothing happens
   EXPECT_EQ(kv.bytes(), none);
 }
 
@@ -329,6 +329,71 @@ TEST(SequenceKvTest, AttachPrefixReusesPagesAndRefusesMalformedTransforms) {
   // Every attached sequence let its references go and a refused prefix took none: the pages go with the source.
   source_kv.reset();
   EXPECT_EQ(stored_pages(), 0u);
+}
+
+TEST(SequenceKvTest, SlidingWindowLayersReleasePagesThatLeftTheWindow) {
+  // Gemma-style: layers 0-4 attend to the last 256 positions, layer 5 to all. Decode-like passes of one position;
+  // attention stays that of an exact cache with the same window, while the sliding layers keep only the pages a
+  // later query can still see (released one pass late).
+  HParams hp = SmallModel();
+  hp.arch = FindArch("gemma3").value();
+  hp.n_layers = 6;
+  hp.n_rot = hp.head_dim;
+  hp.sliding_window = 256;
+  auto layout = KvLayout::Create(hp, {"f16", "f16", 0});
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  EXPECT_EQ((*layout)->layer(0).window, 256);
+  EXPECT_EQ((*layout)->layer(5).window, 0);
+  auto store = KvPageStore::Open({}, (*layout)->class_page_bytes());
+  ASSERT_TRUE(store.ok());
+  const int n = 1000, group = 2, d = hp.head_dim, row = hp.n_kv_heads * d;
+  SequenceKv kv(*layout, n, store->get()), exact(hp, n);
+  std::mt19937_64 rng(8);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> k(row), v(row), q(static_cast<size_t>(group) * d), a(q.size()), b(q.size());
+  double err = 0, ref = 0;
+  for (int pos = 0; pos < n; ++pos) {
+    for (int i = 0; i < row; ++i) {
+      k[i] = g(rng);
+      v[i] = g(rng);
+    }
+    for (float& x : q) x = 0.5f * g(rng);
+    for (int l = 0; l < hp.n_layers; ++l) {
+      ASSERT_TRUE(kv.Append(l, pos, k.data(), v.data()).ok());
+      ASSERT_TRUE(exact.Append(l, pos, k.data(), v.data()).ok());
+      const int window = (*layout)->layer(l).window;
+      for (int h = 0; h < hp.n_kv_heads; ++h) {
+        ASSERT_TRUE(kv.Attend(l, h, q.data(), 1, group, pos, a.data(), nullptr, nullptr, window).ok()) << pos;
+        ASSERT_TRUE(exact.Attend(l, h, q.data(), 1, group, pos, b.data(), nullptr, nullptr, window).ok());
+        for (size_t i = 0; i < a.size(); ++i) {
+          err += (a[i] - b[i]) * (a[i] - b[i]);
+          ref += b[i] * b[i];
+        }
+      }
+      kv.FinishLayerPass(l);
+    }
+  }
+  EXPECT_LT(std::sqrt(err / ref), 2e-3);
+  // 999 positions: 7 full pages per head. Later queries see positions >= 999 - 255 = 744 (page 5 on), and the
+  // release runs one pass late (from 998 - 255 = 743: page 5 on too), so pages 0-4 of every sliding head are gone.
+  const std::vector<uint64_t> first = kv.PageIdsAt(0), last = kv.PageIdsAt(6), kept = kv.PageIdsAt(5);
+  for (int l = 0; l < hp.n_layers; ++l) {
+    for (int h = 0; h < hp.n_kv_heads; ++h) {
+      const size_t slot = static_cast<size_t>(l) * hp.n_kv_heads + h;
+      EXPECT_EQ(first[slot] == 0, l != 5) << "layer " << l;
+      EXPECT_NE(kept[slot], 0u) << "layer " << l;
+      EXPECT_NE(last[slot], 0u) << "layer " << l;
+    }
+  }
+  uint64_t stored = 0;
+  for (const KvTierUsage& t : (*store)->Stats().tiers) stored += t.pages;
+  EXPECT_EQ(stored, static_cast<uint64_t>(hp.n_kv_heads) * (5 * 2 + 7));  // sliding: pages 5, 6; global: 0-6
+  const uint64_t page_bytes = 2 * kernels::PageBytes(kernels::KvFormat::kF16, d).value();
+  EXPECT_EQ(kv.bytes_by_class()[0], stored * page_bytes + static_cast<uint64_t>(hp.n_layers) * hp.n_kv_heads *
+                                                                 page_bytes);  // + the f16 tails
+  // Attention that would need a released page is an error, not a read of freed memory.
+  EXPECT_EQ(kv.Attend(0, 0, q.data(), 1, group, n - 1, a.data(), nullptr, nullptr, 0).code(), StatusCode::kInternal);
+  EXPECT_TRUE(kv.fault().ok());
 }
 
 TEST(SequenceKvTest, AppendOutOfOrderOrPastContextIsAnError) {
