@@ -406,7 +406,7 @@ namespace {
 
 // Per-channel RMS over tokens [1, kPage) of rows [kPage][d] (token 0, an attention sink, left out), floored at
 // 1e-3 of the mean RMS so that a dead channel cannot blow up a division.
-std::vector<double> ChannelRms(const std::vector<float>& rows, int d) {
+std::vector<double> ChannelRms(const float* rows, int d) {
   std::vector<double> rms(d, 0.0);
   for (int t = 1; t < kPage; ++t) {
     for (int i = 0; i < d; ++i) rms[i] += double(rows[size_t(t) * d + i]) * rows[size_t(t) * d + i];
@@ -423,7 +423,7 @@ std::vector<double> ChannelRms(const std::vector<float>& rows, int d) {
 
 }  // namespace
 
-void SequenceKv::FixTransform(int layer, const HeadKvFormat& f, HeadPages& h) {
+void SequenceKv::FixTransform(int layer, const HeadKvFormat& f, HeadPages& h, float* k_rows, float* v_rows) {
   // When a head's first page fills, its rows fix the transform every later row of the head goes through (the f16
   // tail included), so all its pages stay in one domain. Both are exact for attention:
   // - compressed K: keys are stored as (k - mean) / scale and the query is multiplied by scale, so every score
@@ -437,30 +437,30 @@ void SequenceKv::FixTransform(int layer, const HeadKvFormat& f, HeadPages& h) {
   HeadTransform& x = h.xf;
   if (f.k != KvFormat::kF16) {
     // The pre-RoPE mean, from the raw rows (token 0 left out, as below); see kv_key_offsets.h.
-    x.k_rope_mean = PreRopeMean(layout_->layer(layer).rope, h.k_stage.data(), kPage, 1, 0, d);
+    x.k_rope_mean = PreRopeMean(layout_->layer(layer).rope, k_rows, kPage, 1, 0, d);
     std::vector<double> sum(d, 0.0);
     for (int t = 1; t < kPage; ++t) {
-      for (int i = 0; i < d; ++i) sum[i] += h.k_stage[size_t(t) * d + i];
+      for (int i = 0; i < d; ++i) sum[i] += k_rows[size_t(t) * d + i];
     }
     x.k_mean.resize(d);
     for (int i = 0; i < d; ++i) x.k_mean[i] = static_cast<float>(sum[i] / (kPage - 1));
     for (int t = 0; t < kPage; ++t) {
-      for (int i = 0; i < d; ++i) h.k_stage[size_t(t) * d + i] -= x.k_mean[i];
+      for (int i = 0; i < d; ++i) k_rows[size_t(t) * d + i] -= x.k_mean[i];
     }
-    const std::vector<double> rms = ChannelRms(h.k_stage, d);
+    const std::vector<double> rms = ChannelRms(k_rows, d);
     double mean = 0;
     for (double r : rms) mean += r / d;
     x.k_scale.resize(d);
     for (int i = 0; i < d; ++i) x.k_scale[i] = static_cast<float>(std::pow(rms[i] / mean, kKeyScalePower));
     for (int t = 0; t < kPage; ++t) {
-      for (int i = 0; i < d; ++i) h.k_stage[size_t(t) * d + i] /= x.k_scale[i];
+      for (int i = 0; i < d; ++i) k_rows[size_t(t) * d + i] /= x.k_scale[i];
     }
   }
   if (f.v != KvFormat::kF16) {
-    const std::vector<double> rms = ChannelRms(h.v_stage, d);
+    const std::vector<double> rms = ChannelRms(v_rows, d);
     x.v_scale.assign(rms.begin(), rms.end());
     for (int t = 0; t < kPage; ++t) {
-      for (int i = 0; i < d; ++i) h.v_stage[size_t(t) * d + i] /= x.v_scale[i];
+      for (int i = 0; i < d; ++i) v_rows[size_t(t) * d + i] /= x.v_scale[i];
     }
   }
 }
@@ -483,22 +483,31 @@ void SequenceKv::KeyOffset(int layer, const HeadPages& h, int page_index, float*
 
 Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
   const HeadKvFormat& f = layout_->head(layer, head);
-  if (h.full.empty()) FixTransform(layer, f, h);
+  // The page's rows in f32, from the f16 tail (in the head's domain once the transform is fixed).
+  thread_local std::vector<float> k_page, v_page;
+  k_page.resize(static_cast<size_t>(kPage) * head_dim_);
+  v_page.resize(k_page.size());
+  const kernels::KvCodec& f16 = layout_->codec(KvFormat::kF16);
+  TQ_RETURN_IF_ERROR(f16.DecodePage(h.k_tail, k_page.data()));
+  TQ_RETURN_IF_ERROR(f16.DecodePage(h.v_tail, v_page.data()));
+  float* const k_rows = k_page.data();
+  float* const v_rows = v_page.data();
+  if (h.full.empty()) FixTransform(layer, f, h, k_rows, v_rows);
   const int page_index = static_cast<int>(h.full.size());
   const int d = head_dim_;
   const bool offsets = !h.xf.k_rope_mean.empty();
   if (f.k != KvFormat::kF16 || f.v != KvFormat::kF16) {
-    // The page as the tail held it (k_stage before its offset), for this pass's queries in the page (Attend).
+    // The page as the tail held it (in the head's domain, before its key offset), for this pass's queries in the
+    // page (Attend).
     HeadPages::ExactCopy copy;
     copy.page = page_index;
-    const kernels::KvCodec& f16 = layout_->codec(KvFormat::kF16);
     for (int kv = 0; kv < 2; ++kv) {
       std::vector<uint8_t>& dest = kv == 0 ? copy.k : copy.v;
       if ((kv == 0 ? f.k : f.v) == KvFormat::kF16) {
         dest = kv == 0 ? h.k_tail : h.v_tail;  // no transform on this side: the tail is the page
       } else {
         dest.resize(f16.layout().page_bytes);
-        TQ_RETURN_IF_ERROR(f16.EncodePage((kv == 0 ? h.k_stage : h.v_stage).data(), kPage, dest));
+        TQ_RETURN_IF_ERROR(f16.EncodePage((kv == 0 ? k_rows : v_rows), kPage, dest));
       }
     }
     h.exact_copies.push_back(std::move(copy));
@@ -508,7 +517,7 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
     float* off = h.k_offsets.data() + static_cast<size_t>(page_index) * d;
     KeyOffset(layer, h, page_index, off);
     for (int t = 0; t < kPage; ++t) {
-      for (int i = 0; i < d; ++i) h.k_stage[static_cast<size_t>(t) * d + i] -= off[i] / h.xf.k_scale[i];
+      for (int i = 0; i < d; ++i) k_rows[static_cast<size_t>(t) * d + i] -= off[i] / h.xf.k_scale[i];
     }
   }
   // One page in the store: K bytes, then V bytes.
@@ -522,7 +531,7 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
     if (fmt == KvFormat::kF16) {
       std::memcpy(dest.data(), tail.data(), dest.size());  // the tail page is already an f16 page
     } else {
-      TQ_RETURN_IF_ERROR(layout_->codec(fmt).EncodePage((kv == 0 ? h.k_stage : h.v_stage).data(), kPage, dest));
+      TQ_RETURN_IF_ERROR(layout_->codec(fmt).EncodePage((kv == 0 ? k_rows : v_rows), kPage, dest));
     }
     tail.clear();
   }
@@ -530,12 +539,12 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
     // Token 0 (the attention sink of most models) draws much of every head's attention, so its coding error
     // moves every softmax: keep the difference, and attention adds q . k_sink to its score (raw key space).
     TQ_ASSIGN_OR_RETURN(h.xf.k_sink,
-                        SinkDifference(layout_->codec(f.k), {page.data(), k_bytes}, h.k_stage.data(), &h.xf.k_scale));
+                        SinkDifference(layout_->codec(f.k), {page.data(), k_bytes}, k_rows, &h.xf.k_scale));
   }
   if (page_index == 0 && f.v != KvFormat::kF16) {
     // Token 0's value likewise; attention adds it with token 0's weight (stored space; Attend scales the output).
     TQ_ASSIGN_OR_RETURN(h.xf.v_sink, SinkDifference(layout_->codec(f.v), {page.data() + k_bytes, v_bytes},
-                                                    h.v_stage.data(), nullptr));
+                                                    v_rows, nullptr));
   }
   h.tail_tokens = 0;
   HeadPages::Full full;
@@ -591,17 +600,17 @@ Status SequenceKv::Append(int layer, int pos, const float* k, const float* v) {
     for (int kv = 0; kv < 2; ++kv) {
       const float* src = (kv == 0 ? k : v) + static_cast<size_t>(h) * head_dim_;
       std::vector<uint8_t>& tail = kv == 0 ? hp.k_tail : hp.v_tail;
-      std::vector<float>& stage = kv == 0 ? hp.k_stage : hp.v_stage;
       if (tail.empty()) {
         tail.assign(cl.page_bytes, 0);
         kernels::PageHeader header;
         header.format = static_cast<uint8_t>(KvFormat::kF16);
         header.head_dim = static_cast<uint16_t>(head_dim_);
         TQ_RETURN_IF_ERROR(kernels::InitPage(header, tail));
-        stage.resize(static_cast<size_t>(kPage) * head_dim_);
       }
       // Into the head's domain once its first page fixed the transform (FixTransform).
-      float* staged = stage.data() + static_cast<size_t>(t) * head_dim_;
+      thread_local std::vector<float> row_buffer;
+      row_buffer.resize(head_dim_);
+      float* staged = row_buffer.data();
       const HeadTransform& x = hp.xf;
       if (kv == 0 && !x.k_mean.empty()) {
         for (int i = 0; i < head_dim_; ++i) staged[i] = (src[i] - x.k_mean[i]) / x.k_scale[i];
@@ -821,7 +830,6 @@ uint64_t SequenceKv::bytes() const {
   for (const uint64_t b : bytes_by_class()) total += b;
   for (const auto& layer : pages_) {
     for (const HeadPages& h : layer) {
-      total += (h.k_stage.size() + h.v_stage.size()) * sizeof(float);
       for (const HeadPages::ExactCopy& c : h.exact_copies) total += c.k.size() + c.v.size();
     }
   }

@@ -2,7 +2,7 @@
 // - plain f32 rows in RAM (format "f32", exact; also the fallback for head dims the page kernels do not support);
 // - pages of kernels/formats (f16, int8, tq*): per (layer, KV head) a list of full, encoded pages held by the KV
 //   page store (engine/kv/page_store.h: hot, warm and cold tiers by the head's precision class) plus the newest,
-//   partly filled page, which stays f16 (and f32 for re-encoding) in the sequence until it holds kPageTokens
+//   partly filled page, which stays f16 in the sequence until it holds kPageTokens
 //   tokens and is then encoded into the head's K and V formats and handed to the store. Attention runs straight
 //   on the pages (kernels/attention); cold pages are read through the store's cache (PrefetchLayer ahead).
 //
@@ -183,14 +183,15 @@ class SequenceKv {
   Status fault() const;
   uint64_t overflow_bytes() const { return overflow_bytes_; }
 
-  uint64_t bytes() const;  // KV memory held: rows or pages, staging included
+  uint64_t bytes() const;  // KV memory held: rows or pages, f16 tails and this pass's exact copies included
   // Encoded page bytes per precision class [hot, active, sparse]; the f16 tail pages and f32 rows count as hot.
   std::array<uint64_t, 3> bytes_by_class() const;
 
  private:
   struct HeadPages;  // the pages of one (layer, KV head)
   Status EncodeFullPage(int layer, int head, HeadPages& hp);
-  void FixTransform(int layer, const HeadKvFormat& f, HeadPages& hp);
+  // k_rows, v_rows: the first page's rows [kPage][head_dim], moved into the new domain in place.
+  void FixTransform(int layer, const HeadKvFormat& f, HeadPages& hp, float* k_rows, float* v_rows);
   // Page `page_index`'s key offset from the head's k_mean (raw key space, [head_dim]); hp.xf.k_rope_mean is set.
   void KeyOffset(int layer, const HeadPages& hp, int page_index, float* out) const;
 

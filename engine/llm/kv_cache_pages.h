@@ -13,8 +13,8 @@
 
 namespace tq::engine {
 
-// Full pages live in the page store (K bytes then V bytes); the tail page is f16 (read by attention) with an f32
-// copy of its rows (the source when the page fills and is encoded).
+// Full pages live in the page store (K bytes then V bytes); the tail page is f16, read by attention as it grows and
+// decoded to f32 once to encode the page when it fills (no f32 copy is kept: 2 bytes per value until then).
 struct SequenceKv::HeadPages {
   struct Full {
     uint64_t id = 0;              // in the store; 0 = overflow (the sequence's own memory)
@@ -26,7 +26,6 @@ struct SequenceKv::HeadPages {
   std::vector<Full> full;         // [page index]; released pages keep their place
   size_t released_pages = 0;      // full[0, released_pages) are released
   std::vector<uint8_t> k_tail, v_tail;  // f16 pages
-  std::vector<float> k_stage, v_stage;  // [kPage][head_dim]
   HeadTransform xf;                     // fixed when the first page fills (FixTransform); empty before
   // With xf.k_rope_mean: full page p's keys are coded as (k - k_mean - offset_p) / k_scale, offset_p =
   // k_offsets[p * head_dim ..] (KeyOffset), and attention adds q . offset_p to the page's scores.
