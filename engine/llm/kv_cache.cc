@@ -520,6 +520,23 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
       for (int i = 0; i < d; ++i) k_rows[static_cast<size_t>(t) * d + i] -= off[i] / h.xf.k_scale[i];
     }
   }
+  // The codec of each side: the layout's, or for an outlier format the head's own, trained on this page when the
+  // head has none for the format yet.
+  const kernels::KvCodec* codecs[2];
+  for (int kv = 0; kv < 2; ++kv) {
+    const KvFormat fmt = kv == 0 ? f.k : f.v;
+    std::shared_ptr<const kernels::KvCodec>& own = kv == 0 ? h.k_codec : h.v_codec;
+    if (kernels::GetFormatInfo(fmt).kind == kernels::FormatKind::kTqOutlier) {
+      if (own == nullptr || own->layout().format != fmt) {
+        TQ_ASSIGN_OR_RETURN(std::unique_ptr<kernels::KvCodec> trained, kernels::KvCodec::Create(fmt, d));
+        TQ_RETURN_IF_ERROR(trained->Train(kv == 0 ? k_rows : v_rows, kPage));
+        own = std::move(trained);
+      }
+      codecs[kv] = own.get();
+    } else {
+      codecs[kv] = &layout_->codec(fmt);
+    }
+  }
   // One page in the store: K bytes, then V bytes.
   TQ_ASSIGN_OR_RETURN(size_t k_bytes, kernels::PageBytes(f.k, head_dim_));
   TQ_ASSIGN_OR_RETURN(size_t v_bytes, kernels::PageBytes(f.v, head_dim_));
@@ -531,7 +548,7 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
     if (fmt == KvFormat::kF16) {
       std::memcpy(dest.data(), tail.data(), dest.size());  // the tail page is already an f16 page
     } else {
-      TQ_RETURN_IF_ERROR(layout_->codec(fmt).EncodePage((kv == 0 ? k_rows : v_rows), kPage, dest));
+      TQ_RETURN_IF_ERROR(codecs[kv]->EncodePage((kv == 0 ? k_rows : v_rows), kPage, dest));
     }
     tail.clear();
   }
@@ -539,12 +556,12 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
     // Token 0 (the attention sink of most models) draws much of every head's attention, so its coding error
     // moves every softmax: keep the difference, and attention adds q . k_sink to its score (raw key space).
     TQ_ASSIGN_OR_RETURN(h.xf.k_sink,
-                        SinkDifference(layout_->codec(f.k), {page.data(), k_bytes}, k_rows, &h.xf.k_scale));
+                        SinkDifference(*codecs[0], {page.data(), k_bytes}, k_rows, &h.xf.k_scale));
   }
   if (page_index == 0 && f.v != KvFormat::kF16) {
     // Token 0's value likewise; attention adds it with token 0's weight (stored space; Attend scales the output).
-    TQ_ASSIGN_OR_RETURN(h.xf.v_sink, SinkDifference(layout_->codec(f.v), {page.data() + k_bytes, v_bytes},
-                                                    v_rows, nullptr));
+    TQ_ASSIGN_OR_RETURN(h.xf.v_sink,
+                        SinkDifference(*codecs[1], {page.data() + k_bytes, v_bytes}, v_rows, nullptr));
   }
   h.tail_tokens = 0;
   HeadPages::Full full;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct SequenceKv::HeadPages {
   size_t released_pages = 0;      // full[0, released_pages) are released
   std::vector<uint8_t> k_tail, v_tail;  // f16 pages
   HeadTransform xf;                     // fixed when the first page fills (FixTransform); empty before
+  // Outlier formats (tq2.5, tq3.5): the head's own codec, its outlier channels calibrated on the first page it
+  // encodes in that format (KvCodec::Train; each page's header records its set). Null: the layout's codec.
+  std::shared_ptr<const kernels::KvCodec> k_codec, v_codec;
   // With xf.k_rope_mean: full page p's keys are coded as (k - k_mean - offset_p) / k_scale, offset_p =
   // k_offsets[p * head_dim ..] (KeyOffset), and attention adds q . offset_p to the page's scores.
   std::vector<float> k_offsets;         // [full pages][head_dim]
