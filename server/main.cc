@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/build_info.h"
+#include "common/logging.h"
 #include "kernels/cpu/simd.h"
 #include "server/cli/commands.h"
 
@@ -28,6 +29,12 @@ std::string VersionText() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Every subcommand logs to stderr (spdlog's own default is stdout, which would mix log lines into the JSON that
+  // `eval`, `bench` and `formats` print there); `serve` installs its configured logger over this one.
+  if (tq::Status s = tq::InitLogging(tq::LogOptions{}); !s.ok()) {
+    std::fprintf(stderr, "tqserve: %s\n", s.ToString().c_str());
+    return 1;
+  }
   CLI::App app{"tqserve: an LLM inference server with a TurboQuant-compressed, tiered KV cache"};
   app.set_version_flag("--version", VersionText());
   app.require_subcommand(1);

@@ -76,6 +76,15 @@ echo "$out" | sed -n '/^\[/,$p' > "$tmp/decode.json"
 python3 -c "import json; d=json.load(open('$tmp/decode.json')); assert len(d) == 4 and all(r['tokens_per_second'] > 0 for r in d) and d[0]['ratio_vs_first'] == 1, d" \
   && pass "bench decode reports every (format, ctx)" || fail "bench decode json: $(cat "$tmp/decode.json")"
 
+# stdout alone is the JSON, also with a cold tier, which logs its I/O backend: every log line goes to stderr.
+set +e
+"$bin" bench decode -m "$model" -t 2 --ctx 160 --formats tq4 --steps 1 --rounds 1 --kv-cold-dir "$tmp/cold" --json \
+  > "$tmp/cold.json" 2> "$tmp/cold.err"
+set -e
+python3 -c "import json; d=json.load(open('$tmp/cold.json')); assert [r['config'] for r in d] == ['tq4', 'tq4@cold'], d" \
+  && pass "bench decode --json with a cold tier: stdout is JSON" || fail "stdout: $(head -c 300 "$tmp/cold.json")"
+grep -q "cold tier" "$tmp/cold.err" && pass "the cold tier's log lines go to stderr" || fail "stderr: $(cat "$tmp/cold.err")"
+
 expect_rc 1 "unknown preset" -- "$bin" eval ppl -m "$model" -f "$text" --chunks 1 --kv-preset fastest
 expect_out "unknown KV preset" "names the problem"
 expect_rc 1 "ranked preset without a profile" -- "$bin" eval ppl -m "$model" -f "$text" --chunks 1 --kv-preset chat
