@@ -3,10 +3,13 @@
 # llama.cpp where its venv exists, written to docs/benchmarks.md, docs/benchmarks/report.json (every figure) and
 # PNG plots under docs/benchmarks/. Every number in the markdown comes from the JSON this run wrote.
 #
-#   bench/run-report.sh [--quick] [--out DIR]
+#   bench/run-report.sh [--quick] [--out DIR] [--redo SECTIONS]
 #
 #   --quick    few chunks, short contexts, no serving sweep (under 20 minutes on a 2-core machine)
 #   --out DIR  write DIR/benchmarks.md and DIR/benchmarks/ instead of docs/ (tests use a temporary directory)
+#   --redo S   measure only the comma-separated sections S again (quality, quality_llama, quality_gemma, niah,
+#              memory, speed, serving) into the existing DIR/benchmarks/report.json, keep the rest, and render;
+#              the markdown names the commit of each section measured again
 #
 # Settings (environment):
 #   TQSERVE_BUILD_DIR      build directory (default build); tqserve is built there if needed (Release)
@@ -25,12 +28,14 @@ root=$(pwd)
 
 quick=0
 out=docs
+redo=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
     --out) out=${2:?--out needs a directory}; shift ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "run-report: unknown argument $1 (--quick, --out DIR)" >&2; exit 1 ;;
+    --redo) redo=${2:?--redo needs section names}; shift ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run-report: unknown argument $1 (--quick, --out DIR, --redo SECTIONS)" >&2; exit 1 ;;
   esac
   shift
 done
@@ -94,6 +99,10 @@ mkdir -p "$out/benchmarks"
 json="$out/benchmarks/report.json"
 mode_args=()
 [ "$quick" = 1 ] && mode_args+=(--quick)
+if [ -n "$redo" ]; then
+  [ -f "$json" ] || { say "--redo needs an existing $json"; exit 1; }
+  mode_args+=(--redo "$redo")
+fi
 "$report_venv/bin/python" bench/report/collect.py "${mode_args[@]}" --tqserve "$tqserve" --model "$model" \
   --text "$text" --llama-python "$llama_python" --gemma "$gemma" --threads "$threads" --seeds "$seeds" --out "$json"
 "$report_venv/bin/python" bench/report/render.py "$json" --md "$out/benchmarks.md" --plots "$out/benchmarks"

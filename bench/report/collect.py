@@ -8,6 +8,11 @@ computed here from that JSON and stored beside it, so that render.py only format
 A section whose prerequisites are missing is recorded as skipped with the reason.
 
   collect.py --tqserve build/tqserve --model M.gguf --text wiki.test.raw --out report.json [--quick]
+  collect.py ... --out report.json --redo speed[,serving...]
+
+--redo measures the named sections again into an existing report.json (a section that failed, say) and keeps the
+others as they are; report["redone"][section] records the commit, date and machine load of the new measurement,
+and render.py prints it beside the section, since it may differ from the report's own commit.
 """
 import argparse
 import datetime
@@ -329,6 +334,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seeds", default="", help="directory of the seed documents (for their names)")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--redo", default="", help="comma-separated sections to measure again into an existing --out")
     a = ap.parse_args()
     a.tqserve = os.path.abspath(a.tqserve)
     a.work = tempfile.mkdtemp(prefix="tq-report-")
@@ -336,10 +342,27 @@ def main():
     mode = "quick" if a.quick else "full"
     s = SETTINGS[mode]
     t_start = time.time()
-    rep = {"mode": mode, "settings": s, "budget_mib": BUDGET_MIB, "meta": meta(a), "sections_seconds": {}}
     sections = [("quality", section_quality), ("quality_llama", section_llama_quality),
                 ("quality_gemma", section_gemma), ("niah", section_niah),
                 ("memory", section_memory), ("speed", section_speed), ("serving", section_serving)]
+    redo = [x for x in a.redo.split(",") if x]
+    if redo:
+        unknown = sorted(set(redo) - {name for name, _ in sections})
+        if unknown:
+            sys.exit(f"collect.py: unknown section(s) {', '.join(unknown)} for --redo")
+        with open(a.out) as f:
+            rep = json.load(f)
+        if rep.get("mode") != mode:
+            sys.exit(f"collect.py: {a.out} is a {rep.get('mode')} report; --redo must use the same mode")
+        m = meta(a)
+        for name in redo:
+            rep.pop(name, None)
+            rep.setdefault("redone", {})[name] = {k: m[k] for k in ("date_utc", "commit", "commit_dirty",
+                                                                     "tqserve_version")}
+            rep["redone"][name]["load_average_at_start"] = m["machine"]["load_average_at_start"]
+        sections = [(name, fn) for name, fn in sections if name in redo]
+    else:
+        rep = {"mode": mode, "settings": s, "budget_mib": BUDGET_MIB, "meta": meta(a), "sections_seconds": {}}
     for name, fn in sections:
         if name in ("quality", "quality_llama", "quality_gemma", "niah", "memory") and not a.text:
             rep[name] = {"skipped": "no ../shared/data/wikitext-2-raw/wiki.test.raw (TQSERVE_SHARED)"}
@@ -368,7 +391,8 @@ def main():
     except Exception as e:  # noqa: BLE001 (the measurements are kept; the report says the claims failed)
         rep["claims"] = []
         rep["claims_error"] = f"{type(e).__name__}: {e}"
-    rep["total_seconds"] = round(time.time() - t_start, 1)
+    if not redo:
+        rep["total_seconds"] = round(time.time() - t_start, 1)
     save(a, rep)
     shutil.rmtree(a.work, ignore_errors=True)
     log(f"wrote {a.out} in {rep['total_seconds']:.0f} s")

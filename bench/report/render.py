@@ -369,7 +369,13 @@ def main():
           f"- compiler: {m['compiler']['version']} (`{m['compiler']['path']}`)",
           "- libraries: " + ", ".join(f"{k} {v}" for k, v in m["libraries"].items() if v),
           f"- model: {m['model']}; text: wikitext-2-raw wiki.test.raw; {m['threads']} threads",
-          "- seconds per section: " + ", ".join(f"{k} {v:.0f}" for k, v in rep["sections_seconds"].items()), ""]
+          "- seconds per section: " + ", ".join(f"{k} {v:.0f}" for k, v in rep["sections_seconds"].items())]
+    for name, r in rep.get("redone", {}).items():
+        md.append(f"- section {name} measured again (`bench/run-report.sh --redo {name}`) at commit `{r['commit']}`"
+                  f"{' (with local changes)' if r['commit_dirty'] else ''} on {r['date_utc']}, load average at start "
+                  f"{', '.join(f'{x:.1f}' for x in r['load_average_at_start'])}; the rest of the report is from the "
+                  "commit above")
+    md.append("")
     quality_md(rep, a.plots, md)
     niah_md(rep, a.plots, md)
     memory_md(rep, md)
