@@ -503,8 +503,9 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
     copy.page = page_index;
     for (int kv = 0; kv < 2; ++kv) {
       std::vector<uint8_t>& dest = kv == 0 ? copy.k : copy.v;
-      if ((kv == 0 ? f.k : f.v) == KvFormat::kF16) {
-        dest = kv == 0 ? h.k_tail : h.v_tail;  // no transform on this side: the tail is the page
+      if ((kv == 0 ? f.k : f.v) == KvFormat::kF16 || page_index > 0) {
+        // The tail already is the page in the head's domain; only the first page's tail predates the transform.
+        dest = kv == 0 ? h.k_tail : h.v_tail;
       } else {
         dest.resize(f16.layout().page_bytes);
         TQ_RETURN_IF_ERROR(f16.EncodePage((kv == 0 ? k_rows : v_rows), kPage, dest));
