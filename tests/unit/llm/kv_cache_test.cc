@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <random>
 
@@ -40,37 +41,51 @@ double AttentionError(const SequenceKv& paged, const SequenceKv& exact, const HP
   return std::sqrt(err / ref);
 }
 
+// Appends n positions to a paged cache (layout from `spec`, tiers `tiers`) and to an exact f32 one, row pos from
+// fill(pos, k, v) (k and v [n_kv_heads * head_dim]), then draws queries [rows][2][head_dim] = q_scale * g(rng) and
+// returns AttentionError for the last `rows` positions.
+double PagedVsExactError(const HParams& hp, const KvSpec& spec, int n, int rows, float q_scale, std::mt19937_64& rng,
+                         std::normal_distribution<float>& g,
+                         const std::function<void(int, std::vector<float>&, std::vector<float>&)>& fill,
+                         const KvStoreOptions& tiers = {}) {
+  auto layout = KvLayout::Create(hp, spec);
+  EXPECT_TRUE(layout.ok()) << layout.status().ToString();
+  auto store = KvPageStore::Open(tiers, (*layout)->class_page_bytes());
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  SequenceKv paged(*layout, n, store->get()), exact(hp, n);
+  const int group = 2, row = hp.n_kv_heads * hp.head_dim;
+  std::vector<float> k(row), v(row);
+  for (int pos = 0; pos < n; ++pos) {
+    fill(pos, k, v);
+    for (int l = 0; l < hp.n_layers; ++l) {
+      EXPECT_TRUE(paged.Append(l, pos, k.data(), v.data()).ok());
+      EXPECT_TRUE(exact.Append(l, pos, k.data(), v.data()).ok());
+    }
+  }
+  std::vector<float> q(static_cast<size_t>(rows) * group * hp.head_dim);
+  for (float& x : q) x = q_scale * g(rng);
+  return AttentionError(paged, exact, hp, q, rows, group, n - rows);
+}
+
 // Fills `n` positions of both caches with the same random K/V (with a large per-channel offset, as real keys
 // have) and returns the relative error of the paged attention output against the f32 one, for the last
 // `rows` positions.
 double RelativeError(const std::string& k_fmt, const std::string& v_fmt, int n, int rows, uint64_t seed,
                      const KvStoreOptions& tiers = {}) {
   const HParams hp = SmallModel();
-  auto layout = KvLayout::Create(hp, {k_fmt, v_fmt, 0});
-  EXPECT_TRUE(layout.ok()) << layout.status().ToString();
-  auto store = KvPageStore::Open(tiers, (*layout)->class_page_bytes());
-  EXPECT_TRUE(store.ok()) << store.status().ToString();
-  SequenceKv paged(*layout, 4096, store->get()), exact(hp, 4096);
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> g(0.0f, 1.0f);
-  const int d = hp.head_dim, row = hp.n_kv_heads * d;
-  std::vector<float> offset(row);
+  std::vector<float> offset(static_cast<size_t>(hp.n_kv_heads) * hp.head_dim);
   for (float& o : offset) o = 3.0f * g(rng);
-  std::vector<float> k(row), v(row);
-  for (int pos = 0; pos < n; ++pos) {
-    for (int i = 0; i < row; ++i) {
-      k[i] = offset[i] + g(rng);
-      v[i] = -offset[i] + g(rng);
-    }
-    for (int l = 0; l < hp.n_layers; ++l) {
-      EXPECT_TRUE(paged.Append(l, pos, k.data(), v.data()).ok());
-      EXPECT_TRUE(exact.Append(l, pos, k.data(), v.data()).ok());
-    }
-  }
-  const int group = 2;
-  std::vector<float> q(static_cast<size_t>(rows) * group * d);
-  for (float& x : q) x = 0.3f * g(rng);
-  return AttentionError(paged, exact, hp, q, rows, group, n - rows);
+  return PagedVsExactError(
+      hp, {k_fmt, v_fmt, 0}, n, rows, 0.3f, rng, g,
+      [&](int, std::vector<float>& k, std::vector<float>& v) {
+        for (size_t i = 0; i < k.size(); ++i) {
+          k[i] = offset[i] + g(rng);
+          v[i] = -offset[i] + g(rng);
+        }
+      },
+      tiers);
 }
 
 // RoPE(x, pos) of one head, either style.
@@ -144,12 +159,7 @@ double RopeKeysError(float bias_scale, float sink_scale) {
   hp.arch = FindArch("llama").value();
   hp.n_rot = hp.head_dim;
   hp.rope_base = 10000.0f;
-  auto layout = KvLayout::Create(hp, {"tq4", "f16", 0});
-  EXPECT_TRUE(layout.ok()) << layout.status().ToString();
-  auto store = KvPageStore::Open({}, (*layout)->class_page_bytes());
-  EXPECT_TRUE(store.ok());
-  const int n = 400, rows = 4, group = 2, d = hp.head_dim, row = hp.n_kv_heads * d;
-  SequenceKv paged(*layout, n, store->get()), exact(hp, n);
+  const int d = hp.head_dim;
   std::mt19937_64 rng(17);
   std::normal_distribution<float> g(0.0f, 1.0f);
   const KeyRope rope{d, RopeStyle::kAdjacent, 10000.0f};
@@ -160,24 +170,17 @@ double RopeKeysError(float bias_scale, float sink_scale) {
       b[c] = c >= 40 ? bias_scale * x : 0.0f;
     }
   }
-  std::vector<float> k(row), v(row);
-  for (int pos = 0; pos < n; ++pos) {
-    for (int i = 0; i < row; ++i) {
-      k[i] = g(rng) * (pos == 0 ? sink_scale : 1.0f);
-      v[i] = g(rng);
-    }
-    for (int h = 0; h < hp.n_kv_heads; ++h) {
-      const std::vector<float> rotated = Rotate(rope, bias[h], pos);
-      for (int c = 0; c < d; ++c) k[h * d + c] += rotated[c];
-    }
-    for (int l = 0; l < hp.n_layers; ++l) {
-      EXPECT_TRUE(paged.Append(l, pos, k.data(), v.data()).ok());
-      EXPECT_TRUE(exact.Append(l, pos, k.data(), v.data()).ok());
-    }
-  }
-  std::vector<float> q(static_cast<size_t>(rows) * group * d);
-  for (float& x : q) x = 0.4f * g(rng);
-  return AttentionError(paged, exact, hp, q, rows, group, n - rows);
+  return PagedVsExactError(hp, {"tq4", "f16", 0}, 400, 4, 0.4f, rng, g,
+                           [&](int pos, std::vector<float>& k, std::vector<float>& v) {
+                             for (size_t i = 0; i < k.size(); ++i) {
+                               k[i] = g(rng) * (pos == 0 ? sink_scale : 1.0f);
+                               v[i] = g(rng);
+                             }
+                             for (int h = 0; h < hp.n_kv_heads; ++h) {
+                               const std::vector<float> rotated = Rotate(rope, bias[h], pos);
+                               for (int c = 0; c < d; ++c) k[h * d + c] += rotated[c];
+                             }
+                           });
 }
 
 TEST(SequenceKvTest, RotatingKeyBiasAndSinkCostNoAccuracy) {
@@ -400,30 +403,18 @@ TEST(SequenceKvTest, SlidingWindowLayersReleasePagesThatLeftTheWindow) {
 // relative error of the last rows' attention for K format `k_fmt` (V f16).
 double OutlierKeysError(const std::string& k_fmt) {
   const HParams hp = SmallModel();
-  auto layout = KvLayout::Create(hp, {k_fmt, "f16", 0});
-  EXPECT_TRUE(layout.ok()) << layout.status().ToString();
-  auto store = KvPageStore::Open({}, (*layout)->class_page_bytes());
-  EXPECT_TRUE(store.ok());
-  const int n = 300, rows = 4, group = 2, d = hp.head_dim, row = hp.n_kv_heads * d;
-  SequenceKv paged(*layout, n, store->get()), exact(hp, n);
+  const int d = hp.head_dim;
   std::mt19937_64 rng(12);
   std::normal_distribution<float> g(0.0f, 1.0f);
   std::vector<float> gain(d, 1.0f);
   for (int c = 3; c < d; c += 4) gain[c] = 6.0f;  // channels 3, 7, ..., 63
-  std::vector<float> k(row), v(row);
-  for (int pos = 0; pos < n; ++pos) {
-    for (int i = 0; i < row; ++i) {
-      k[i] = gain[i % d] * g(rng);
-      v[i] = g(rng);
-    }
-    for (int l = 0; l < hp.n_layers; ++l) {
-      EXPECT_TRUE(paged.Append(l, pos, k.data(), v.data()).ok());
-      EXPECT_TRUE(exact.Append(l, pos, k.data(), v.data()).ok());
-    }
-  }
-  std::vector<float> q(static_cast<size_t>(rows) * group * d);
-  for (float& x : q) x = 0.1f * g(rng);
-  return AttentionError(paged, exact, hp, q, rows, group, n - rows);
+  return PagedVsExactError(hp, {k_fmt, "f16", 0}, 300, 4, 0.1f, rng, g,
+                           [&](int, std::vector<float>& k, std::vector<float>& v) {
+                             for (size_t i = 0; i < k.size(); ++i) {
+                               k[i] = gain[i % d] * g(rng);
+                               v[i] = g(rng);
+                             }
+                           });
 }
 
 TEST(SequenceKvTest, OutlierFormatsCalibrateTheirChannelsPerHead) {
