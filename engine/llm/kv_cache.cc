@@ -234,10 +234,19 @@ std::array<double, 3> KvLayout::class_bytes_per_token() const {
   return out;
 }
 
-std::array<uint64_t, 3> PagesForTokens(const KvLayout& layout, int have, int n) {
-  const uint64_t crossings = static_cast<uint64_t>((have + n) / kPage - have / kPage);
-  std::array<uint64_t, 3> out = layout.class_paged_heads();
-  for (uint64_t& v : out) v *= crossings;
+int WindowPageCap(int window, int max_pass) {
+  return (2 * std::max(1, max_pass) + window - 1) / kPage + 2;
+}
+
+std::array<uint64_t, 3> PagesForTokens(const KvLayout& layout, int have, int n, int max_pass) {
+  const int crossings = (have + n) / kPage - have / kPage;
+  std::array<uint64_t, 3> out{};
+  for (int l = 0; l < layout.n_layers(); ++l) {
+    const LayerKvFormat& f = layout.layer(l);
+    const int window = f.window;
+    const int pages = window > 0 ? std::min(crossings, WindowPageCap(window, max_pass)) : crossings;
+    for (const HeadKvFormat& h : f.heads) out[static_cast<int>(h.cls)] += static_cast<uint64_t>(pages);
+  }
   return out;
 }
 

@@ -111,8 +111,16 @@ class KvLayout {
   std::string description_;
 };
 
-// Full pages of each class that `n` more tokens after `have` add to one sequence (the store's unit).
-std::array<uint64_t, 3> PagesForTokens(const KvLayout& layout, int have, int n);
+// Full pages of each class that `n` more tokens after `have` add to one sequence at most (the store's unit), the
+// tokens arriving in forward passes of at most `max_pass` tokens each. A sliding-window layer holds at most
+// WindowPageCap(window, max_pass) pages at any time (older pages are released one pass late), so it adds no more
+// than that, however long the prompt.
+std::array<uint64_t, 3> PagesForTokens(const KvLayout& layout, int have, int n, int max_pass);
+
+// Most full pages a layer with a sliding window of `window` positions holds at once per head, passes of at most
+// `max_pass` tokens: after the pass ending at E_k it keeps pages from (E_{k-1} - window + 1) / kPage up to
+// E_{k+1} / kPage during the next pass, and E_{k+1} - E_{k-1} <= 2 * max_pass.
+int WindowPageCap(int window, int max_pass);
 
 class SequenceKv {
  public:

@@ -284,12 +284,13 @@ void Engine::Admit() {
     // Admission by KV budget: the pages the running sequences still need for their prefill, plus the newcomer's
     // whole prefill, must fit the tiers now. Decode growth past that is met by preemption (Step).
     std::array<uint64_t, 3> reserved{};
+    const int pass = options_.max_batch_tokens;  // prefill chunks are at most this long
     for (const auto& r : running_) {
-      reserved = reserved + PagesForTokens(*kv_layout_, r->n_computed, r->prefill_end() - r->n_computed);
+      reserved = reserved + PagesForTokens(*kv_layout_, r->n_computed, r->prefill_end() - r->n_computed, pass);
     }
     while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_running) {
       Sequence& w = *waiting_.front();
-      const std::array<uint64_t, 3> need = reserved + PagesForTokens(*kv_layout_, 0, w.prefill_end());
+      const std::array<uint64_t, 3> need = reserved + PagesForTokens(*kv_layout_, 0, w.prefill_end(), pass);
       if (!store_->Fits(need)) {
         if (cache_ && cache_->EvictOne(Clock::now())) continue;  // cached prefixes go before requests wait
         if (!running_.empty()) break;  // wait for running sequences to finish
@@ -305,7 +306,7 @@ void Engine::Admit() {
     }
   }
   for (auto& seq : rejected) {
-    const auto need = PagesForTokens(*kv_layout_, 0, seq->prefill_end());
+    const auto need = PagesForTokens(*kv_layout_, 0, seq->prefill_end(), options_.max_batch_tokens);
     Finish(*seq, FinishReason::kError,
            ResourceExhaustedError("the prompt's KV (" + std::to_string(need[0] + need[1] + need[2]) +
                                   " pages) does not fit the KV tier budgets (" + store_->Describe() + ")"));
@@ -422,7 +423,7 @@ bool Engine::Step() {
       if (!seq->decoding() || budget <= 0) continue;
       batch.push_back({seq->tokens[seq->n_computed], seq->n_computed, &seq->kv, true});
       logit_owner.push_back(seq.get());
-      pages = pages + PagesForTokens(*kv_layout_, seq->n_computed, 1);
+      pages = pages + PagesForTokens(*kv_layout_, seq->n_computed, 1, 1);
       --budget;
     }
     for (auto& seq : running_) {
@@ -437,7 +438,7 @@ bool Engine::Step() {
         batch.push_back({seq->tokens[pos], pos, &seq->kv, last});
         if (last) logit_owner.push_back(seq.get());
       }
-      pages = pages + PagesForTokens(*kv_layout_, seq->n_computed, chunk);
+      pages = pages + PagesForTokens(*kv_layout_, seq->n_computed, chunk, chunk);
       budget -= chunk;
     }
     if (store_->Fits(pages)) break;

@@ -399,6 +399,55 @@ TEST(SequenceKvTest, SlidingWindowLayersReleasePagesThatLeftTheWindow) {
   EXPECT_TRUE(kv.fault().ok());
 }
 
+TEST(SequenceKvTest, PagesForTokensBoundsWhatSlidingLayersHold) {
+  // Admission reserves PagesForTokens for a whole prompt. Fed in passes of `chunk` positions, the store must never
+  // hold more pages than that bound at any moment; and for a prompt much longer than the window the bound must be
+  // well under one page per 128 positions in every layer (what admission reserved before windows were counted).
+  HParams hp = SmallModel();
+  hp.arch = FindArch("gemma3").value();
+  hp.n_layers = 6;
+  hp.n_rot = hp.head_dim;
+  hp.sliding_window = 256;
+  auto layout = KvLayout::Create(hp, {"tq4", "tq4", 0});
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  for (const int chunk : {1, 100, 200, 512}) {
+    auto store = KvPageStore::Open({}, (*layout)->class_page_bytes());
+    ASSERT_TRUE(store.ok());
+    const int n = 3000, row = hp.n_kv_heads * hp.head_dim;
+    SequenceKv kv(*layout, n, store->get());
+    std::mt19937_64 rng(9);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::vector<float> k(static_cast<size_t>(chunk) * row), v(k.size());
+    uint64_t peak = 0;
+    for (int first = 0; first < n; first += chunk) {
+      const int rows = std::min(chunk, n - first);
+      for (float& x : k) x = g(rng);
+      for (float& x : v) x = g(rng);
+      for (int l = 0; l < hp.n_layers; ++l) {
+        for (int r = 0; r < rows; ++r) {
+          ASSERT_TRUE(kv.Append(l, first + r, &k[static_cast<size_t>(r) * row], &v[static_cast<size_t>(r) * row]).ok());
+          uint64_t held = 0;
+          for (const KvTierUsage& t : (*store)->Stats().tiers) held += t.pages;
+          peak = std::max(peak, held);
+        }
+        kv.FinishLayerPass(l);
+      }
+    }
+    const auto bound = PagesForTokens(**layout, 0, n, chunk);
+    const uint64_t reserved = bound[0] + bound[1] + bound[2];
+    const uint64_t every_page = static_cast<uint64_t>(n / kernels::kPageTokens) * hp.n_layers * hp.n_kv_heads;
+    EXPECT_LE(peak, reserved) << "chunk " << chunk;
+    EXPECT_LT(reserved, every_page * 6 / 10) << "chunk " << chunk;
+    EXPECT_EQ(PagesForTokens(**layout, 0, 200, chunk), PagesForTokens(**layout, 0, 200, 0)) << "short: every page";
+  }
+  // Global layers (and every layer of a model without windows) count every page they fill.
+  hp.sliding_window = 0;
+  auto global = KvLayout::Create(hp, {"tq4", "tq4", 0});
+  ASSERT_TRUE(global.ok());
+  const auto all = PagesForTokens(**global, 100, 3000, 512);
+  EXPECT_EQ(all[0] + all[1] + all[2], static_cast<uint64_t>(3100 / 128 - 100 / 128) * hp.n_layers * hp.n_kv_heads);
+}
+
 // Keys whose power sits in 16 scattered channels (not the first 16, the untrained outlier set), values plain;
 // relative error of the last rows' attention for K format `k_fmt` (V f16).
 double OutlierKeysError(const std::string& k_fmt) {

@@ -218,6 +218,25 @@ TEST_F(EngineKvTest, APromptLargerThanEveryBudgetIsRefusedClearly) {
   EXPECT_NE(out[0].error.message().find("budget"), std::string::npos);
 }
 
+TEST_F(EngineKvTest, SlidingWindowLayersAreNotReservedForTheWholePrompt) {
+  // Gemma 3 270M: 15 of its 18 layers (one KV head each) see the last 512 positions and release older pages.
+  // A 1536-token prompt fills 12 pages per layer (216 in all), but in passes of 128 tokens a sliding layer holds
+  // at most 7 at once (141 in all): a 180-page budget serves it. Admission used to reserve all 216 and refuse it.
+  TQ_SKIP_IF_MISSING(testing::Gemma3Path());
+  EngineOptions o = Options({});
+  o.model_path = testing::Gemma3Path();
+  o.ctx_size = 2048;
+  o.max_batch_tokens = 128;
+  const uint64_t page = (2 * kernels::PageBytes(kernels::KvFormat::kTq4, 256).value() + 63) / 64 * 64;
+  o.kv_store.hot_bytes = 0;
+  o.kv_store.warm_bytes = 180 * page;
+  auto [out, stats] = RunAll(o, {{1536, 4}});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].reason, FinishReason::kLength) << out[0].error.ToString();
+  EXPECT_EQ(out[0].tokens.size(), 4u);
+  EXPECT_EQ(stats.preemptions_total, 0u);
+}
+
 TEST_F(EngineKvTest, ASecondRequestReusesTheCachedPrefix) {
   EngineOptions o = Options({});
   o.kv.boundary_layers = 2;  // f16 HOT heads in the hot tier, tq4 SPARSE in the warm tier
