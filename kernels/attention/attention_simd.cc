@@ -126,42 +126,65 @@ HWY_INLINE VI IndexAt(const uint8_t* seg, int dims, int u, size_t b) {
 // with one chain per (query head, coordinate of a pass, group parity).
 constexpr int kGroupsPerPass = kBlocks >= 4 ? 1 : static_cast<int>(4 / kBlocks);
 
-// ---- Scores: acc[g][j][b] += sum_i q[g][i] * value_i(tokens of group grp0 + j). ----
+// Vector registers of the target: 16 on AVX2 and SSE4, 32 on AVX-512 (and assumed elsewhere only where known).
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+constexpr int kVectorRegs = 16;
+#elif HWY_ARCH_X86
+constexpr int kVectorRegs = 32;
+#else
+constexpr int kVectorRegs = 16;
+#endif
 
-template <int G>
-using ScoreAcc = VF[G][kGroupsPerPass][kBlocks];
+// Token groups scored per pass by G query heads: up to kGroupsPerPass, fewer where the G * groups * kBlocks
+// accumulators would not stay in registers beside the G broadcast queries, the code table (two registers) and
+// three temporaries. Spilled accumulators put a store and a reload into every FMA chain (AVX2, G = 3: twelve
+// accumulators spilled four and cost tq4 scoring about a third of its speed).
+template <int G, bool kCodes>
+constexpr int ScoreGroupsPerPass() {
+  constexpr int kFree = kVectorRegs - G - (kCodes ? 2 : 0) - 3;
+  int n = kGroupsPerPass;
+  while (n > 1 && G * n * static_cast<int>(kBlocks) > kFree) n /= 2;
+  return n;
+}
 
-template <int kBits, int G, int K = 0>
+// ---- Scores: acc[g][j][b] += sum_i q[g][i] * value_i(tokens of group grp0 + j), j < kGroups. ----
+
+template <int G, int kGroups>
+using ScoreAcc = VF[G][kGroups][kBlocks];
+
+template <int kBits, int G, int kGroups, int K = 0>
 HWY_INLINE void ScoreUnit(const uint8_t* seg, size_t group_bytes, int dims, int u, const Lut& lut,
-                          const float* const* q, ScoreAcc<G>& acc) {
+                          const float* const* q, ScoreAcc<G, kGroups>& acc) {
   if constexpr (K < UnitDims<kBits>()) {
     const int i = u * UnitDims<kBits>() + K;
     VF qv[G];
     for (int g = 0; g < G; ++g) qv[g] = hn::Set(DF(), q[g][i]);
-    for (int j = 0; j < kGroupsPerPass; ++j) {
+    for (int j = 0; j < kGroups; ++j) {
       for (size_t b = 0; b < kBlocks; ++b) {
         const VF val = Lookup<kBits>(lut, IndexAt<kBits, K>(seg + j * group_bytes, dims, u, b));
         for (int g = 0; g < G; ++g) acc[g][j][b] = hn::MulAdd(val, qv[g], acc[g][j][b]);
       }
     }
-    ScoreUnit<kBits, G, K + 1>(seg, group_bytes, dims, u, lut, q, acc);
+    ScoreUnit<kBits, G, kGroups, K + 1>(seg, group_bytes, dims, u, lut, q, acc);
   }
 }
 
-template <int kBits, int G>
+template <int kBits, int G, int kGroups>
 HWY_INLINE void ScoreCodes(const uint8_t* seg, size_t group_bytes, int dims, const Lut& lut, const float* const* q,
-                           ScoreAcc<G>& acc) {
-  for (int u = 0; u < dims / UnitDims<kBits>(); ++u) ScoreUnit<kBits, G>(seg, group_bytes, dims, u, lut, q, acc);
+                           ScoreAcc<G, kGroups>& acc) {
+  for (int u = 0; u < dims / UnitDims<kBits>(); ++u) {
+    ScoreUnit<kBits, G, kGroups>(seg, group_bytes, dims, u, lut, q, acc);
+  }
 }
 
 // f16 (kHalf) or int8 rows: 16 values per coordinate and group.
-template <int G, bool kHalf>
+template <int G, int kGroups, bool kHalf>
 HWY_INLINE void ScorePlain(const uint8_t* seg, size_t group_bytes, int dims, const float* const* q,
-                           ScoreAcc<G>& acc) {
+                           ScoreAcc<G, kGroups>& acc) {
   for (int i = 0; i < dims; ++i) {
     VF qv[G];
     for (int g = 0; g < G; ++g) qv[g] = hn::Set(DF(), q[g][i]);
-    for (int j = 0; j < kGroupsPerPass; ++j) {
+    for (int j = 0; j < kGroups; ++j) {
       const uint8_t* rows = seg + j * group_bytes;
       for (size_t b = 0; b < kBlocks; ++b) {
         VF val;
@@ -213,7 +236,9 @@ HWY_INLINE void AccumulateUnit(const uint8_t* codes, size_t group_bytes, size_t 
                                const GroupList& groups, const Lut& lut, const float* w, float* acc, int head_dim) {
   if constexpr (K < UnitDims<kBits>()) {
     constexpr int kP = PassDims<kBits>();
-    constexpr int kPar = kP * G >= 8 ? 1 : 2;
+    // Two chains by group parity only where the doubled accumulators still fit in registers beside the code
+    // table and about four temporaries (spilled accumulators put a store and a reload into every chain).
+    constexpr int kPar = kP * G >= 8 || 2 * kP * G > kVectorRegs - 6 ? 1 : 2;
     const DF df;
     VF r[kPar][kP][G];  // [parity][coordinate][head]
     for (int par = 0; par < kPar; ++par) {
@@ -312,13 +337,65 @@ HWY_INLINE VF LoadNorms(const uint8_t* page, const CodeLayout& layout, int slot,
 
 // scores: [G][kPageTokens], filled for the page's first `groups` groups (scaled by plan.scale); passes may run
 // past `groups` up to the page's 8 groups (pages are always full size; the extra scores are ignored).
+// One segment of a K page: scores[g][t] += factor(t) * q[g] . value(t) over the page's first `groups` groups, in
+// passes of ScoreGroupsPerPass groups (a pass may run past `groups` up to the page's 8; those scores are ignored).
+template <int G, bool kCodes>
+HWY_NOINLINE void ScoreSegment(const Plan& plan, const PlannedPage& page, const CodeSegment& seg, const Lut& lut,
+                  const float* const* q, int groups, float* scores) {
+  constexpr int kGroups = ScoreGroupsPerPass<G, kCodes>();
+  const DF df;
+  const CodeLayout& layout = page.k_codec->layout();
+  const size_t gb = layout.group_bytes;
+  const int passes = (groups + kGroups - 1) / kGroups;
+  for (int pass = 0; pass < passes; ++pass) {
+    const int grp0 = pass * kGroups;
+    const uint8_t* rows = page.k + layout.codes_offset + grp0 * gb + seg.group_offset;
+    ScoreAcc<G, kGroups> acc;
+    for (int g = 0; g < G; ++g) {
+      for (int j = 0; j < kGroups; ++j) {
+        for (size_t b = 0; b < kBlocks; ++b) acc[g][j][b] = hn::Zero(df);
+      }
+    }
+    if constexpr (!kCodes) {
+      if (seg.bits == 16) {
+        ScorePlain<G, kGroups, true>(rows, gb, seg.dims, q, acc);
+      } else {
+        ScorePlain<G, kGroups, false>(rows, gb, seg.dims, q, acc);
+      }
+    } else {
+      switch (seg.bits) {
+        case 1: ScoreCodes<1, G, kGroups>(rows, gb, seg.dims, lut, q, acc); break;
+        case 2: ScoreCodes<2, G, kGroups>(rows, gb, seg.dims, lut, q, acc); break;
+        case 3: ScoreCodes<3, G, kGroups>(rows, gb, seg.dims, lut, q, acc); break;
+        case 4: ScoreCodes<4, G, kGroups>(rows, gb, seg.dims, lut, q, acc); break;
+        case 8: ScoreCodes<8, G, kGroups>(rows, gb, seg.dims, lut, q, acc); break;
+      }
+    }
+    for (int j = 0; j < kGroups; ++j) {
+      for (size_t b = 0; b < kBlocks; ++b) {
+        const size_t t = static_cast<size_t>(grp0 + j) * kGroupTokens + b * kN;
+        VF factor;
+        if constexpr (kCodes) {
+          factor = hn::Mul(LoadNorms(page.k, layout, seg.norm_slot, t), hn::Set(df, plan.scale));
+        } else {
+          factor = hn::Set(df, (seg.bits == 16 ? 1.0f : page.k_scale) * plan.scale);
+        }
+        for (int g = 0; g < G; ++g) {
+          float* out = scores + g * kPageTokens + t;
+          hn::StoreU(hn::MulAdd(acc[g][j][b], factor, hn::LoadU(df, out)), df, out);
+        }
+      }
+    }
+  }
+}
+
+// scores: [G][kPageTokens], filled for the page's first `groups` groups (scaled by plan.scale); entries past
+// `groups` may be written too (pages are always full size; the extra scores are ignored).
 template <int G>
 void ScorePage(const Plan& plan, const PlannedPage& page, int q0, int groups, float* scores) {
-  const DF df;
   const int d = plan.head_dim;
   const KvCodec& codec = *page.k_codec;
   const CodeLayout& layout = codec.layout();
-  const int passes = (groups + kGroupsPerPass - 1) / kGroupsPerPass;
   for (int g = 0; g < G; ++g) std::fill(scores + g * kPageTokens, scores + (g + 1) * kPageTokens, 0.0f);
   for (size_t s = 0; s < layout.segments.size(); ++s) {
     const CodeSegment& seg = layout.segments[s];
@@ -326,48 +403,10 @@ void ScorePage(const Plan& plan, const PlannedPage& page, int q0, int groups, fl
     for (int g = 0; g < G; ++g) {
       q[g] = plan.domains[page.k_domains[s]].q.data() + static_cast<size_t>(q0 + g) * d + seg.first;
     }
-    Lut lut;
-    if (seg.domain != CodeDomain::kPlain) lut = MakeLut(codec.SegmentTable(static_cast<int>(s)));
-    for (int pass = 0; pass < passes; ++pass) {
-      const int grp0 = pass * kGroupsPerPass;
-      const uint8_t* rows = page.k + layout.codes_offset + grp0 * layout.group_bytes + seg.group_offset;
-      ScoreAcc<G> acc;
-      for (int g = 0; g < G; ++g) {
-        for (int j = 0; j < kGroupsPerPass; ++j) {
-          for (size_t b = 0; b < kBlocks; ++b) acc[g][j][b] = hn::Zero(df);
-        }
-      }
-      const size_t gb = layout.group_bytes;
-      if (seg.domain == CodeDomain::kPlain) {
-        if (seg.bits == 16) {
-          ScorePlain<G, true>(rows, gb, seg.dims, q, acc);
-        } else {
-          ScorePlain<G, false>(rows, gb, seg.dims, q, acc);
-        }
-      } else {
-        switch (seg.bits) {
-          case 1: ScoreCodes<1, G>(rows, gb, seg.dims, lut, q, acc); break;
-          case 2: ScoreCodes<2, G>(rows, gb, seg.dims, lut, q, acc); break;
-          case 3: ScoreCodes<3, G>(rows, gb, seg.dims, lut, q, acc); break;
-          case 4: ScoreCodes<4, G>(rows, gb, seg.dims, lut, q, acc); break;
-          case 8: ScoreCodes<8, G>(rows, gb, seg.dims, lut, q, acc); break;
-        }
-      }
-      for (int j = 0; j < kGroupsPerPass; ++j) {
-        for (size_t b = 0; b < kBlocks; ++b) {
-          const size_t t = static_cast<size_t>(grp0 + j) * kGroupTokens + b * kN;
-          VF factor;
-          if (seg.domain != CodeDomain::kPlain) {
-            factor = hn::Mul(LoadNorms(page.k, layout, seg.norm_slot, t), hn::Set(df, plan.scale));
-          } else {
-            factor = hn::Set(df, (seg.bits == 16 ? 1.0f : page.k_scale) * plan.scale);
-          }
-          for (int g = 0; g < G; ++g) {
-            float* out = scores + g * kPageTokens + t;
-            hn::StoreU(hn::MulAdd(acc[g][j][b], factor, hn::LoadU(df, out)), df, out);
-          }
-        }
-      }
+    if (seg.domain == CodeDomain::kPlain) {
+      ScoreSegment<G, false>(plan, page, seg, Lut{}, q, groups, scores);
+    } else {
+      ScoreSegment<G, true>(plan, page, seg, MakeLut(codec.SegmentTable(static_cast<int>(s))), q, groups, scores);
     }
   }
 }
