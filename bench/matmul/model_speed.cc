@@ -1,16 +1,22 @@
 // Prompt-processing and decode speed of the forward pass on a GGUF model, for vs_llama.py.
 //
-//   bench_model_speed MODEL THREADS [PROMPT_TOKENS=128] [DECODE_TOKENS=32] [REPS=3]
+//   bench_model_speed MODEL THREADS [PROMPT_TOKENS=128] [DECODE_TOKENS=32] [REPS=3] [KV=f16]
 //
 // Each repetition starts a fresh sequence: one Forward call over PROMPT_TOKENS tokens (logits of the last one),
-// then DECODE_TOKENS single-token Forward calls (greedy). Prints one JSON object per repetition:
-// {"prefill_tok_s": F, "decode_tok_s": F}.
+// then DECODE_TOKENS single-token Forward calls (greedy). KV is the format of every K and V page, as the server
+// stores them (its default is f16, as llama.cpp's), or f32 for plain exact rows (no pages). Prints one JSON object
+// per repetition: {"prefill_tok_s": F, "decode_tok_s": F}.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
+#include <memory>
+#include <string>
+
+#include "engine/kv/page_store.h"
+#include "engine/llm/kv_cache.h"
 #include "engine/llm/model.h"
 
 namespace {
@@ -24,13 +30,14 @@ double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 int main(int argc, char** argv) {
   using namespace tq::engine;
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s MODEL THREADS [PROMPT_TOKENS] [DECODE_TOKENS] [REPS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL THREADS [PROMPT_TOKENS] [DECODE_TOKENS] [REPS] [KV]\n", argv[0]);
     return 2;
   }
   const int threads = std::atoi(argv[2]);
   const int prompt = argc > 3 ? std::atoi(argv[3]) : 128;
   const int decode = argc > 4 ? std::atoi(argv[4]) : 32;
   const int reps = argc > 5 ? std::atoi(argv[5]) : 3;
+  const std::string kv_format = argc > 6 ? argv[6] : "f16";
   auto model = Model::Open(argv[1]);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
@@ -39,9 +46,27 @@ int main(int argc, char** argv) {
   const Model& m = **model;
   const int vocab = m.hparams().vocab_size;
   ThreadPool pool(threads);
+  std::shared_ptr<const KvLayout> layout;
+  std::unique_ptr<KvPageStore> store;
+  if (kv_format != "f32") {
+    auto l = KvLayout::Create(m.hparams(), {kv_format, kv_format, 0});
+    if (!l.ok()) {
+      std::fprintf(stderr, "%s\n", l.status().ToString().c_str());
+      return 1;
+    }
+    layout = *l;
+    auto st = KvPageStore::Open(KvStoreOptions{}, layout->class_page_bytes());
+    if (!st.ok()) {
+      std::fprintf(stderr, "%s\n", st.status().ToString().c_str());
+      return 1;
+    }
+    store = std::move(*st);
+  }
   std::vector<float> logits;
   for (int rep = 0; rep < reps; ++rep) {
-    SequenceKv kv(m.hparams(), prompt + decode);
+    std::unique_ptr<SequenceKv> owned = layout ? std::make_unique<SequenceKv>(layout, prompt + decode, store.get())
+                                               : std::make_unique<SequenceKv>(m.hparams(), prompt + decode);
+    SequenceKv& kv = *owned;
     std::vector<BatchToken> batch;
     for (int i = 0; i < prompt; ++i) batch.push_back({(1 + i) % vocab, i, &kv, i == prompt - 1});
     const auto t0 = Clock::now();
