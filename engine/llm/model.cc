@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <span>
 #include <unordered_map>
 #include <cmath>
 
@@ -49,6 +50,61 @@ void MatMul(const Weight& w, const float* x, int64_t batch, float* y, ThreadPool
       acts = own_acts.data();
     }
     kernels::MatMulRows(args, acts, begin * tile, std::min(end * tile, w.rows), scratch.data());
+  });
+}
+
+// One weight's share of a fused product: y = W x with the input x shared by all.
+struct Product {
+  const Weight* w;
+  float* y;  // [batch, w->rows]
+};
+
+// y_i[b] = W_i x[b] for every product (one input, several weights: q/k/v, gate/up). For a decode-sized batch the
+// row tiles of all of them are split over the pool in one pass (one barrier instead of one per weight; k and v
+// alone are too small to share well); every thread prepares the activations once per weight type it meets.
+// Larger batches run one MatMul per weight.
+void MatMuls(std::span<const Product> products, const float* x, int64_t batch, ThreadPool& pool) {
+  constexpr int64_t kFusedMaxBatch = 4;  // MatMul's private-activation batches
+  if (batch > kFusedMaxBatch || products.size() == 1) {
+    for (const Product& p : products) MatMul(*p.w, x, batch, p.y, pool);
+    return;
+  }
+  const int64_t tile = kernels::kMatMulRowTile;
+  std::vector<kernels::MatMulArgs> args(products.size());
+  std::vector<int64_t> first_tile(products.size() + 1, 0);
+  int64_t act_bytes = 0, scratch_bytes = 0;
+  for (size_t i = 0; i < products.size(); ++i) {
+    const Weight& w = *products[i].w;
+    kernels::MatMulArgs& a = args[i];
+    a.type = w.type;
+    a.w = w.data;
+    a.row_bytes = w.row_bytes;
+    a.cols = w.cols;
+    a.x = x;
+    a.batch = batch;
+    a.y = products[i].y;
+    a.y_stride = w.rows;
+    act_bytes = std::max(act_bytes, kernels::MatMulActivationBytes(a));
+    scratch_bytes = std::max(scratch_bytes, kernels::MatMulScratchBytes(a));
+    first_tile[i + 1] = first_tile[i] + (w.rows + tile - 1) / tile;
+  }
+  pool.ParallelFor(first_tile.back(), [&](int64_t begin, int64_t end, int) {
+    thread_local std::vector<uint8_t> scratch, acts;
+    if (scratch.size() < static_cast<size_t>(scratch_bytes)) scratch.resize(scratch_bytes);
+    if (acts.size() < static_cast<size_t>(act_bytes)) acts.resize(act_bytes);
+    const kernels::MatMulArgs* prepared = nullptr;  // whose activations `acts` holds (same type and cols, same x)
+    for (size_t i = 0; i < products.size(); ++i) {
+      const int64_t b = std::max(begin, first_tile[i]), e = std::min(end, first_tile[i + 1]);
+      if (b >= e) continue;
+      const kernels::MatMulArgs& a = args[i];
+      if (kernels::MatMulActivationBytes(a) > 0 &&
+          (prepared == nullptr || prepared->type != a.type || prepared->cols != a.cols)) {
+        kernels::PrepareActivations(a, 0, batch, acts.data());
+        prepared = &a;
+      }
+      const int64_t row0 = (b - first_tile[i]) * tile, row1 = std::min((e - first_tile[i]) * tile, a.y_stride);
+      kernels::MatMulRows(a, acts.data(), row0, row1, scratch.data());
+    }
   });
 }
 
@@ -194,9 +250,8 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     const LayerWeights& L = weights_.layers[l];
     prefetch(l + 1);
     RmsNorm(x.data(), F32(L.attn_norm), B, E, hp.rms_eps, xn.data());
-    MatMul(L.wq, xn.data(), B, q.data(), pool);
-    MatMul(L.wk, xn.data(), B, k.data(), pool);
-    MatMul(L.wv, xn.data(), B, v.data(), pool);
+    const Product qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};
+    MatMuls(qkv, xn.data(), B, pool);
     AddBias(q.data(), L.bq, B);
     AddBias(k.data(), L.bk, B);
     AddBias(v.data(), L.bv, B);
@@ -247,8 +302,8 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     for (int64_t i = 0; i < B * E; ++i) x[i] += tmp[i];
 
     RmsNorm(x.data(), F32(L.ffn_norm), B, E, hp.rms_eps, xn.data());
-    MatMul(L.w_gate, xn.data(), B, gate.data(), pool);
-    MatMul(L.w_up, xn.data(), B, up.data(), pool);
+    const Product gate_up[] = {{&L.w_gate, gate.data()}, {&L.w_up, up.data()}};
+    MatMuls(gate_up, xn.data(), B, pool);
     if (hp.arch->ffn == FfnActivation::kGeluTanh) {
       constexpr float kSqrt2OverPi = 0.7978845608028654f;
       for (int64_t i = 0; i < B * hp.n_ff; ++i) {  // GeGLU: gelu_tanh(gate) * up
