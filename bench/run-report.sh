@@ -16,6 +16,8 @@
 #   TQSERVE_JOBS           compile jobs (default: nproc)
 #   TQSERVE_THREADS        threads of every engine under test (default 2)
 #   TQSERVE_SHARED         the shared data directory (default ../shared); without it quality and NIAH are skipped
+#   TQSERVE_LLAMA_BENCH    llama.cpp's llama-bench (default: where scripts/build-llama-server.sh builds it); when
+#                          present, the speed section's llama.cpp side is measured by it
 #   TQSERVE_LLAMA_VENV     a venv with llama-cpp-python (default ~/.cache/tqserve/llama-venv); without it the
 #                          llama.cpp columns are skipped
 #   TQSERVE_REPORT_VENV    the venv with matplotlib this script makes (default ~/.cache/tqserve/report-venv)
@@ -55,12 +57,16 @@ seeds=${TQSERVE_SEEDS:-$shared/seeds}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/tqserve/ccache}
 targets=(tqserve)
 llama_python=""
+# llama.cpp's own llama-bench, when scripts/build-llama-server.sh has built it: the speed section's llama.cpp side.
+llama_bench=${TQSERVE_LLAMA_BENCH:-$HOME/.cache/tqserve/llama-server/build-0.3.36/bin/llama-bench}
+[ -x "$llama_bench" ] || llama_bench=""
 if [ -x "$llama_venv/bin/python" ] && "$llama_venv/bin/python" -c 'import llama_cpp, numpy' 2>/dev/null; then
   llama_python="$llama_venv/bin/python"
   targets+=(bench_model_speed)
 else
   say "no llama-cpp-python in $llama_venv: the llama.cpp columns will be skipped (noted in the report)"
 fi
+if [ -n "$llama_bench" ] && [ -z "$llama_python" ]; then targets+=(bench_model_speed); fi
 if [ ! -f "$build_dir/CMakeCache.txt" ]; then
   say "configuring $build_dir (Release)"
   cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release > "$build_dir.configure.log" 2>&1 \
@@ -104,6 +110,7 @@ if [ -n "$redo" ]; then
   mode_args+=(--redo "$redo")
 fi
 "$report_venv/bin/python" bench/report/collect.py "${mode_args[@]}" --tqserve "$tqserve" --model "$model" \
-  --text "$text" --llama-python "$llama_python" --gemma "$gemma" --threads "$threads" --seeds "$seeds" --out "$json"
+  --text "$text" --llama-python "$llama_python" --llama-bench "$llama_bench" --gemma "$gemma" --threads "$threads" \
+  --seeds "$seeds" --out "$json"
 "$report_venv/bin/python" bench/report/render.py "$json" --md "$out/benchmarks.md" --plots "$out/benchmarks"
 say "wrote $out/benchmarks.md, $json and the plots in $(( $(date +%s) - started )) s"

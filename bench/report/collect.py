@@ -255,18 +255,24 @@ def section_speed(a, s, rep):
                                                    "--steps", str(s["decode_steps"]), "--rounds",
                                                    str(s["decode_rounds"]), "--json"])}
         save(a, rep)
-    if a.llama_python:
-        sp["llama_decode"] = run_json([a.llama_python, os.path.join(ROOT, "bench/report/llama_decode.py"), "--model",
+    if a.llama_python or a.llama_bench:
+        # llama.cpp's own llama-bench where it was built (scripts/build-llama-server.sh): its threads spin as
+        # llama.cpp runs by default; llama-cpp-python under PASSIVE waits measured a third slower.
+        python = a.llama_python if not a.llama_bench else sys.executable
+        bench = ["--llama-bench", a.llama_bench] if a.llama_bench else []
+        env = LLAMA_ENV if not a.llama_bench else None
+        sp["llama_by"] = "llama-bench" if a.llama_bench else f"llama-cpp-python, OMP_WAIT_POLICY={LLAMA_ENV['OMP_WAIT_POLICY']}"
+        sp["llama_decode"] = run_json([python, os.path.join(ROOT, "bench/report/llama_decode.py"), "--model",
                                        a.model, "--threads", str(a.threads), "--ctx",
                                        ",".join(map(str, s["decode_ctx"])), "--formats",
                                        ",".join(s["llama_decode_formats"]), "--steps", str(s["decode_steps"]),
-                                       "--rounds", str(s["decode_rounds"])], env=LLAMA_ENV)
+                                       "--rounds", str(s["decode_rounds"]), *bench], env=env)
         save(a, rep)
         speed_bin = os.path.join(os.path.dirname(a.tqserve), "bench/matmul/bench_model_speed")
         if os.access(speed_bin, os.X_OK):
-            out = run([a.llama_python, os.path.join(ROOT, "bench/matmul/vs_llama.py"), "--model", a.model,
-                       "--threads", str(a.threads), "--bin", speed_bin, "--reps", str(s["vs_llama_reps"])],
-                      env=LLAMA_ENV)
+            out = run([python, os.path.join(ROOT, "bench/matmul/vs_llama.py"), "--model", a.model,
+                       "--threads", str(a.threads), "--bin", speed_bin, "--reps", str(s["vs_llama_reps"]), *bench],
+                      env=env)
             sp["prompt_vs_llama"] = parse_vs_llama(out)
         else:
             sp["prompt_vs_llama"] = {"skipped": f"no {speed_bin}"}
@@ -329,6 +335,7 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--text", default="", help="wiki.test.raw; empty: quality and NIAH are skipped")
     ap.add_argument("--llama-python", default="", help="a python with llama_cpp; empty: llama.cpp is skipped")
+    ap.add_argument("--llama-bench", default="", help="llama.cpp's llama-bench: the speed section's llama.cpp side")
     ap.add_argument("--gemma", default="", help="Gemma 3 270M GGUF; empty: its section is skipped")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quick", action="store_true")

@@ -7,12 +7,41 @@ STEPS single-token evaluations are timed. Quantized V needs flash attention in l
 that the types differ only in the KV storage.
 
   $LLAMA_VENV/bin/python bench/report/llama_decode.py --model M.gguf --threads 2 --ctx 512,2048 --formats f16,q8_0
+  python3 bench/report/llama_decode.py --llama-bench LLAMA_BENCH --model M.gguf ...   (llama.cpp's own benchmark)
+
+With --llama-bench each (format, context) is one `llama-bench -p 0 -n STEPS -d CTX -ctk FMT -ctv FMT -fa 1
+-r ROUNDS` run (its depth prompt fills the cache first; the mean of the rounds counts, as llama-bench reports it),
+with llama.cpp's worker threads spinning as they do by default. Through llama-cpp-python under
+OMP_WAIT_POLICY=PASSIVE (what the report used before 2026-12-01) its threads sleep at every barrier, which
+measured a third below llama-bench on SmolLM2 with 2 threads.
 """
 import argparse
 import json
 import random
+import subprocess
 import sys
 import time
+
+
+BITS = {"f16": 16, "q8_0": 8.5, "q5_0": 5.5, "q4_1": 5, "q4_0": 4.5, "iq4_nl": 4.5}
+
+
+def run_llama_bench(a):
+    contexts = sorted(int(c) for c in a.ctx.split(","))
+    rows = []
+    for fmt in a.formats.split(","):
+        for ctx in contexts:
+            out = subprocess.run([a.llama_bench, "-m", a.model, "-t", str(a.threads), "-p", "0", "-n", str(a.steps),
+                                  "-d", str(ctx), "-ctk", fmt, "-ctv", fmt, "-fa", "1", "-r", str(a.rounds),
+                                  "-o", "json"], check=True, capture_output=True, text=True).stdout
+            tg = next(r for r in json.loads(out) if r["n_gen"] == a.steps)
+            rows.append({"engine": "llama.cpp", "format": fmt, "ctx": ctx, "tokens_per_second": tg["avg_ts"],
+                         "kv_bits_per_value": BITS[fmt], "by": "llama-bench"})
+            print(f"llama.cpp {fmt} at {ctx}: {tg['avg_ts']:.1f} tok/s (llama-bench)", file=sys.stderr)
+    ref = {r["ctx"]: r["tokens_per_second"] for r in rows if r["format"] == a.formats.split(",")[0]}
+    for r in rows:
+        r["ratio_vs_first"] = r["tokens_per_second"] / ref[r["ctx"]]
+    print(json.dumps(rows, indent=1))
 
 
 def main():
@@ -23,7 +52,10 @@ def main():
     ap.add_argument("--formats", default="f16,q8_0,q4_0")
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--llama-bench", default="", help="llama-bench binary; empty: llama-cpp-python")
     a = ap.parse_args()
+    if a.llama_bench:
+        return run_llama_bench(a)
     import llama_cpp
 
     types = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0,

@@ -215,8 +215,10 @@ def speed_md(rep, plots, md):
         for f in cfgs:
             ax.plot(ctxs, [by[(f, c)]["tokens_per_second"] for c in ctxs], marker="o", label=f"tqserve {f}")
     ld = sp.get("llama_decode")
+    by_what = sp.get("llama_by") or ("llama-cpp-python, OMP_WAIT_POLICY="
+                                      f"{rep['meta'].get('llama_omp_wait_policy')}")
     md.append("\nllama.cpp, same model, threads, contexts, steps and rounds (`bench/report/llama_decode.py`, "
-              f"llama-cpp-python, flash attention on, OMP_WAIT_POLICY={rep['meta'].get('llama_omp_wait_policy')}):\n")
+              f"{by_what}, flash attention on):\n")
     if isinstance(ld, list):
         fmts = list(dict.fromkeys(r["format"] for r in ld))
         ctxs = sorted({r["ctx"] for r in ld})
