@@ -119,6 +119,7 @@ def meta(a):
             "commit_dirty": bool(sh(f"git -C {ROOT} status --porcelain --untracked-files=no")),
             "tqserve_version": sh(f"{a.tqserve} --version").splitlines()[:3],
             "machine": {"cpu_model": field("Model name"), "cpus": field("CPU(s)"), "cores_online": os.cpu_count(),
+                        "avx512f": "avx512f" in open("/proc/cpuinfo").read().split(),
                         "ram_gib": round(mem_kib / 1048576, 1), "kernel": platform.release(),
                         "load_average_at_start": list(os.getloadavg())},
             "compiler": {"path": cxx, "version": sh(f"{cxx} --version | head -n1") if cxx else ""},
@@ -367,6 +368,7 @@ def main():
             rep.setdefault("redone", {})[name] = {k: m[k] for k in ("date_utc", "commit", "commit_dirty",
                                                                      "tqserve_version")}
             rep["redone"][name]["load_average_at_start"] = m["machine"]["load_average_at_start"]
+            rep["redone"][name]["machine"] = m["machine"]  # the machine may differ from the full run's
         sections = [(name, fn) for name, fn in sections if name in redo]
     else:
         rep = {"mode": mode, "settings": s, "budget_mib": BUDGET_MIB, "meta": meta(a), "sections_seconds": {}}

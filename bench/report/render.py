@@ -375,8 +375,9 @@ def main():
     for name, r in rep.get("redone", {}).items():
         md.append(f"- section {name} measured again (`bench/run-report.sh --redo {name}`) at commit `{r['commit']}`"
                   f"{' (with local changes)' if r['commit_dirty'] else ''} on {r['date_utc']}, load average at start "
-                  f"{', '.join(f'{x:.1f}' for x in r['load_average_at_start'])}; the rest of the report is from the "
-                  "commit above")
+                  f"{', '.join(f'{x:.1f}' for x in r['load_average_at_start'])}"
+                  + (f", on {r['machine']['cpu_model']} ({'AVX-512' if r['machine'].get('avx512f') else 'no AVX-512'})"
+                     if r.get("machine") else "") + "; the rest of the report is from the commit above")
     md.append("")
     quality_md(rep, a.plots, md)
     niah_md(rep, a.plots, md)
