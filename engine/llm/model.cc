@@ -12,11 +12,8 @@
 namespace tq::engine {
 namespace {
 
-// y[b] = W x[b] for b in [0, batch). x: [batch, w.cols], y: [batch, w.rows]. The activations are prepared once
-// per product (for a small batch every thread prepares its own copy, which is cheaper than another barrier),
-// then the rows are split over the pool in whole row tiles.
-void MatMul(const Weight& w, const float* x, int64_t batch, float* y, ThreadPool& pool) {
-  constexpr int64_t kPrivateActsMaxBatch = 4;
+// The kernels' view of y = W x. x: [batch, w.cols], y: [batch, w.rows].
+kernels::MatMulArgs ArgsFor(const Weight& w, const float* x, int64_t batch, float* y) {
   kernels::MatMulArgs args;
   args.type = w.type;
   args.w = w.data;
@@ -26,6 +23,15 @@ void MatMul(const Weight& w, const float* x, int64_t batch, float* y, ThreadPool
   args.batch = batch;
   args.y = y;
   args.y_stride = w.rows;
+  return args;
+}
+
+// y[b] = W x[b] for b in [0, batch). The activations are prepared once per product (for a small batch every
+// thread prepares its own copy, which is cheaper than another barrier), then the rows are split over the pool in
+// whole row tiles.
+void MatMul(const Weight& w, const float* x, int64_t batch, float* y, ThreadPool& pool) {
+  constexpr int64_t kPrivateActsMaxBatch = 4;
+  const kernels::MatMulArgs args = ArgsFor(w, x, batch, y);
   const int64_t act_bytes = kernels::MatMulActivationBytes(args);
   const int64_t scratch_bytes = kernels::MatMulScratchBytes(args);
   const bool private_acts = batch <= kPrivateActsMaxBatch;
@@ -75,15 +81,7 @@ void MatMuls(std::span<const Product> products, const float* x, int64_t batch, T
   int64_t act_bytes = 0, scratch_bytes = 0;
   for (size_t i = 0; i < products.size(); ++i) {
     const Weight& w = *products[i].w;
-    kernels::MatMulArgs& a = args[i];
-    a.type = w.type;
-    a.w = w.data;
-    a.row_bytes = w.row_bytes;
-    a.cols = w.cols;
-    a.x = x;
-    a.batch = batch;
-    a.y = products[i].y;
-    a.y_stride = w.rows;
+    const kernels::MatMulArgs& a = args[i] = ArgsFor(w, x, batch, products[i].y);
     act_bytes = std::max(act_bytes, kernels::MatMulActivationBytes(a));
     scratch_bytes = std::max(scratch_bytes, kernels::MatMulScratchBytes(a));
     first_tile[i + 1] = first_tile[i] + (w.rows + tile - 1) / tile;
