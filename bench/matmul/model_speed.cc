@@ -10,10 +10,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <vector>
-
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/kv/page_store.h"
 #include "engine/llm/kv_cache.h"

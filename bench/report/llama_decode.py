@@ -61,7 +61,6 @@ def main():
     types = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0,
              "q5_0": llama_cpp.GGML_TYPE_Q5_0, "q4_1": llama_cpp.GGML_TYPE_Q4_1,
              "iq4_nl": llama_cpp.GGML_TYPE_IQ4_NL}
-    bits = {"f16": 16, "q8_0": 8.5, "q5_0": 5.5, "q4_1": 5, "q4_0": 4.5, "iq4_nl": 4.5}
     contexts = sorted(int(c) for c in a.ctx.split(","))
     capacity = contexts[-1] + a.rounds * a.steps * len(contexts) + 8
     rows = []
@@ -83,7 +82,7 @@ def main():
                     llm.eval([rng.randrange(1, vocab)])
                 best = max(best, a.steps / (time.perf_counter() - t0))
             rows.append({"engine": "llama.cpp", "format": fmt, "ctx": ctx, "tokens_per_second": best,
-                         "kv_bits_per_value": bits[fmt]})
+                         "kv_bits_per_value": BITS[fmt]})
             print(f"llama.cpp {fmt} at {ctx}: {best:.1f} tok/s", file=sys.stderr)
         del llm
     ref = {r["ctx"]: r["tokens_per_second"] for r in rows if r["format"] == a.formats.split(",")[0]}

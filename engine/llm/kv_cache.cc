@@ -215,14 +215,6 @@ std::array<uint32_t, 3> KvLayout::class_page_bytes() const {
   return out;
 }
 
-std::array<uint64_t, 3> KvLayout::class_paged_heads() const {
-  std::array<uint64_t, 3> out{};
-  for (const LayerKvFormat& f : layers_) {
-    for (const HeadKvFormat& h : f.heads) ++out[static_cast<int>(h.cls)];
-  }
-  return out;
-}
-
 std::array<double, 3> KvLayout::class_bytes_per_token() const {
   std::array<double, 3> out{};
   for (const LayerKvFormat& f : layers_) {
@@ -243,8 +235,7 @@ std::array<uint64_t, 3> PagesForTokens(const KvLayout& layout, int have, int n, 
   std::array<uint64_t, 3> out{};
   for (int l = 0; l < layout.n_layers(); ++l) {
     const LayerKvFormat& f = layout.layer(l);
-    const int window = f.window;
-    const int pages = window > 0 ? std::min(crossings, WindowPageCap(window, max_pass)) : crossings;
+    const int pages = f.window > 0 ? std::min(crossings, WindowPageCap(f.window, max_pass)) : crossings;
     for (const HeadKvFormat& h : f.heads) out[static_cast<int>(h.cls)] += static_cast<uint64_t>(pages);
   }
   return out;

@@ -78,8 +78,6 @@ class KvLayout {
   int n_layers() const { return static_cast<int>(layers_.size()); }
   // The largest full page (K + V bytes) of each class [hot, active, sparse]; 0 for a class without heads.
   std::array<uint32_t, 3> class_page_bytes() const;
-  // Paged (layer, KV head) pairs per class [hot, active, sparse]: one page each per kPageTokens tokens.
-  std::array<uint64_t, 3> class_paged_heads() const;
   // Bytes of full pages per token of a sequence, per class (what the store holds per token).
   std::array<double, 3> class_bytes_per_token() const;
   int n_kv_heads() const { return n_kv_heads_; }

@@ -22,6 +22,16 @@ HParams SmallModel() {
   return hp;
 }
 
+// Gemma-style: six layers, layers 0-4 attend to the last 256 positions, layer 5 to all.
+HParams GemmaStyleModel() {
+  HParams hp = SmallModel();
+  hp.arch = FindArch("gemma3").value();
+  hp.n_layers = 6;
+  hp.n_rot = hp.head_dim;
+  hp.sliding_window = 256;
+  return hp;
+}
+
 // Relative error of `paged` attention against `exact` (same positions stored) over every layer and KV head, for
 // queries q: [rows][group][head_dim] at positions first_pos...
 double AttentionError(const SequenceKv& paged, const SequenceKv& exact, const HParams& hp, const std::vector<float>& q,
@@ -338,11 +348,7 @@ TEST(SequenceKvTest, SlidingWindowLayersReleasePagesThatLeftTheWindow) {
   // Gemma-style: layers 0-4 attend to the last 256 positions, layer 5 to all. Decode-like passes of one position;
   // attention stays that of an exact cache with the same window, while the sliding layers keep only the pages a
   // later query can still see (released one pass late).
-  HParams hp = SmallModel();
-  hp.arch = FindArch("gemma3").value();
-  hp.n_layers = 6;
-  hp.n_rot = hp.head_dim;
-  hp.sliding_window = 256;
+  HParams hp = GemmaStyleModel();
   auto layout = KvLayout::Create(hp, {"f16", "f16", 0});
   ASSERT_TRUE(layout.ok()) << layout.status().ToString();
   EXPECT_EQ((*layout)->layer(0).window, 256);
@@ -403,11 +409,7 @@ TEST(SequenceKvTest, PagesForTokensBoundsWhatSlidingLayersHold) {
   // Admission reserves PagesForTokens for a whole prompt. Fed in passes of `chunk` positions, the store must never
   // hold more pages than that bound at any moment; and for a prompt much longer than the window the bound must be
   // well under one page per 128 positions in every layer (what admission reserved before windows were counted).
-  HParams hp = SmallModel();
-  hp.arch = FindArch("gemma3").value();
-  hp.n_layers = 6;
-  hp.n_rot = hp.head_dim;
-  hp.sliding_window = 256;
+  HParams hp = GemmaStyleModel();
   auto layout = KvLayout::Create(hp, {"tq4", "tq4", 0});
   ASSERT_TRUE(layout.ok()) << layout.status().ToString();
   for (const int chunk : {1, 100, 200, 512}) {

@@ -123,9 +123,9 @@ std::pair<std::vector<Outcome>, EngineStats> RunAll(const EngineOptions& o, cons
   return {out, SettledStats(**e)};
 }
 
-// Bytes of one uniform:tq4 page of SmolLM2 (head_dim 64), K and V, as a RAM slot holds it.
-uint64_t Tq4PageBytes() {
-  const uint64_t b = 2 * kernels::PageBytes(kernels::KvFormat::kTq4, 64).value();
+// Bytes of one uniform:tq4 page, K and V, as a RAM slot holds it (head_dim 64: SmolLM2; 256: Gemma 3).
+uint64_t Tq4PageBytes(int head_dim = 64) {
+  const uint64_t b = 2 * kernels::PageBytes(kernels::KvFormat::kTq4, head_dim).value();
   return (b + 63) / 64 * 64;
 }
 
@@ -227,9 +227,8 @@ TEST_F(EngineKvTest, SlidingWindowLayersAreNotReservedForTheWholePrompt) {
   o.model_path = testing::Gemma3Path();
   o.ctx_size = 2048;
   o.max_batch_tokens = 128;
-  const uint64_t page = (2 * kernels::PageBytes(kernels::KvFormat::kTq4, 256).value() + 63) / 64 * 64;
   o.kv_store.hot_bytes = 0;
-  o.kv_store.warm_bytes = 180 * page;
+  o.kv_store.warm_bytes = 180 * Tq4PageBytes(256);
   auto [out, stats] = RunAll(o, {{1536, 4}});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].reason, FinishReason::kLength) << out[0].error.ToString();
