@@ -36,7 +36,7 @@ double KvUsageRatio(const engine::KvStoreStats& s) {
   double used = 0, total = 0;
   for (const engine::KvTierUsage& t : s.tiers) {
     if (!t.present) continue;
-    used += static_cast<double>(t.pages) * t.slot_bytes;
+    used += static_cast<double>(t.slots_used) * t.slot_bytes;
     total += static_cast<double>(t.slots) * t.slot_bytes;
   }
   return total > 0 ? used / total : 0.0;

@@ -1,12 +1,19 @@
 // The cold tier: pages in fixed-size slots of files in `cold_dir`, read and written through an IoQueue.
 //
+// Layout for streaming: a page spans ceil(PageIoBytes(length) / slot_bytes) consecutive slots (one when
+// slot_payload_bytes is the largest page). Slots are grouped in runs ("extents") of about run_bytes; the pages
+// of one stream (PutRequest::stream: one sequence's (layer, KV head)) fill an extent in order, so a stream's
+// adjacent pages are adjacent on disk, and reads of pages that lie back to back, submitted one after another,
+// go down as one I/O (up to an extent's bytes).
+//
 // Invariants:
 //   - Every page on disk carries a header with its id, a sequence number, its length and a CRC32C (see
 //     page_format.h), checked on every read; bytes reach the caller's buffer only after the check passed.
-//   - A page's slot is never reused while a read of it is in flight.
+//   - A page's slots are never reused while a read of it is in flight; a page never crosses an extent.
 //   - Put writes the whole new slot before the old copy of the same id is erased (header zeroed), so a crash
 //     leaves at least one valid copy; at start-up the highest sequence wins.
-//   - Capacity: capacity_bytes / slot_bytes slots in all; a Put with no free slot is resource_exhausted.
+//   - Capacity: capacity_bytes / slot_bytes slots in all; a Put that finds no free run of the slots it needs is
+//     resource_exhausted.
 //   - ENOSPC from fallocate or a write (or a short write) makes Put resource_exhausted and sets
 //     admitting() to false; stored pages stay readable. ResumeAdmission() lets the manager try again after
 //     freeing space.
@@ -35,7 +42,9 @@ namespace tq::storage {
 struct ColdStoreOptions {
   std::string cold_dir;                         // created if missing
   uint64_t capacity_bytes = uint64_t{1} << 30;  // budget: whole slots on disk
-  uint32_t max_page_bytes = 64 * 1024;          // largest payload; slot = header + this, 4 KiB aligned
+  uint32_t max_page_bytes = 64 * 1024;          // largest payload
+  uint32_t slot_payload_bytes = 0;  // payload one slot holds: slot = header + this, 4 KiB aligned; 0 = max_page_bytes
+  uint32_t run_bytes = 256 * 1024;  // extent size aimed at (at least the largest page's slots); the largest read
   uint64_t file_bytes = uint64_t{1} << 30;      // most bytes per cold file (whole slots + the file header)
   bool direct_io = true;                        // O_DIRECT where the file system allows it
   uint32_t grow_slots = 64;  // files grow by fallocate in steps of this many slots; 0 = never
@@ -82,6 +91,7 @@ class ColdStore {
   struct PutRequest {
     uint64_t page_id = 0;
     std::span<const std::byte> payload;
+    uint64_t stream = 0;  // pages of one stream are placed one after another on disk; 0 = none in particular
   };
   // Writes a batch with up to the queue depth in flight; one Status per request, in order. Returns when all
   // are on disk (or failed). Two requests for one page id in a batch: the later wins.
@@ -101,6 +111,10 @@ class ColdStore {
   size_t reads_outstanding() const { return reads_outstanding_; }
 
   bool Contains(uint64_t page_id) const { return index_.count(page_id) != 0; }
+  // The first slot of the page (global numbering: file * slots per file + slot in file); diagnostics, tests.
+  std::optional<uint64_t> SlotOf(uint64_t page_id) const;
+  // Read I/Os submitted by SubmitReads and Read (a run of adjacent pages counts once).
+  uint64_t read_ios() const { return read_ios_; }
   std::optional<uint32_t> PageLength(uint64_t page_id) const;
   std::vector<uint64_t> PageIds() const;
   uint64_t pages() const { return index_.size(); }
@@ -113,7 +127,12 @@ class ColdStore {
   std::string_view backend() const { return queue_->name(); }
   bool direct_io() const { return direct_; }
   uint32_t slot_bytes() const { return slot_bytes_; }
+  uint32_t max_page_bytes() const { return options_.max_page_bytes; }
   uint64_t slot_count() const { return total_slots_; }
+  uint64_t slots_used() const { return used_slots_; }
+  uint32_t extent_slots() const { return extent_slots_; }
+  // Slots a page of `payload_bytes` occupies.
+  uint32_t SlotsFor(uint32_t payload_bytes) const;
   // fdatasync of every file.
   Status Sync();
 
@@ -125,13 +144,19 @@ class ColdStore {
     uint64_t sequence = 0;
   };
   enum class OpKind : uint8_t { kIdle, kRead, kWrite, kScan };
-  // One per staging buffer; a request's user_data is its op's index.
-  struct Op {
-    OpKind kind = OpKind::kIdle;
+  // One page of a read op: its slot, where it lands and for whom.
+  struct ReadPart {
     uint64_t page_id = 0, slot = 0, tag = 0;
     uint32_t length = 0;
     std::span<std::byte> dest;
     Clock::time_point start;
+  };
+  // One per staging buffer (extent_slots_ * slot_bytes_); a request's user_data is its op's index.
+  struct Op {
+    OpKind kind = OpKind::kIdle;
+    uint64_t page_id = 0, slot = 0, tag = 0;  // kWrite, kScan (slot: the first slot written or scanned)
+    uint32_t length = 0;                      // kWrite: payload bytes; kScan: bytes read
+    std::vector<ReadPart> parts;              // kRead: the pages of one run of slots, in slot order
     bool sync = false;           // a Read() call waits on it: the result stays in the op, not in ready_
     uint64_t sequence = 0;       // kWrite of PutMany: the page's sequence number
     size_t result = ~size_t{0};  // kWrite of PutMany: index into batch_results_
@@ -143,6 +168,13 @@ class ColdStore {
     uint64_t allocated_slots = 0;  // slots (whole or partly) inside the file's current size
     uint64_t size_at_open = 0;     // bytes
   };
+  // A run of slots_in consecutive slots of one file, filled by one stream while it owns it.
+  struct Extent {
+    uint32_t used = 0;    // slots taken
+    uint32_t cursor = 0;  // next slot (from the extent's first) the owner appends at
+    uint64_t owner = 0;   // stream appending here; 0 = none
+    bool owned = false;
+  };
 
   explicit ColdStore(const ColdStoreOptions& options) : options_(options) {}
   Status Init(std::unique_ptr<IoQueue> queue);
@@ -151,7 +183,15 @@ class ColdStore {
 
   uint64_t SlotOffset(uint64_t slot) const;
   uint32_t FileOf(uint64_t slot) const { return static_cast<uint32_t>(slot / slots_per_file_); }
+  uint64_t ExtentOf(uint64_t slot) const;
+  uint64_t ExtentFirstSlot(uint64_t extent) const;
+  uint32_t ExtentSize(uint64_t extent) const;  // slots; the last extent of a file or of the budget may be short
   std::span<std::byte> Staging(uint32_t op) const;
+  // Takes `n` consecutive free slots for `stream` (its extent, else a free extent, else any free run).
+  std::optional<uint64_t> AllocateSlots(uint32_t n, uint64_t stream);
+  bool RunFree(uint64_t first, uint32_t n) const;
+  void MarkUsed(uint64_t first, uint32_t n);
+  void MarkFree(uint64_t first, uint32_t n);
   // Takes a free op/staging buffer, completing requests in flight until one is free.
   StatusOr<uint32_t> AcquireOp();
   // Waits for completions (at least one) and dispatches them.
@@ -165,8 +205,10 @@ class ColdStore {
   Status EnqueueIo(uint32_t op, IoOp kind, uint64_t slot, uint32_t bytes);
   // Runs one write op to completion.
   Status WriteSlot(uint64_t slot, uint32_t bytes, uint32_t op);
-  // Zeroes the header of `slot` (after its reads finished) and returns it to the free list.
-  void ReleaseSlot(uint64_t slot);
+  // Zeroes the header of the page at `slot` (after its reads finished) and frees its `n` slots.
+  void ReleaseSlots(uint64_t slot, uint32_t n);
+  // Scan: the pages in one extent's bytes (`bytes` read from its first slot).
+  void ScanExtent(uint64_t first_slot, std::span<const std::byte> bytes);
   Status EnsureAllocated(uint64_t slot);
   void UpdateUsage();
   void CountError(const Status& status);
@@ -178,24 +220,35 @@ class ColdStore {
   uint32_t slot_bytes_ = 0;
   uint64_t slots_per_file_ = 0;
   uint64_t total_slots_ = 0;
+  uint32_t extent_slots_ = 1;  // slots per extent (the last of a file may be short)
+  uint64_t extents_per_file_ = 0;
+  uint64_t used_slots_ = 0;
+  uint64_t read_ios_ = 0;
 
-  AlignedBuffer staging_;  // ops_.size() buffers of slot_bytes_, registered with the queue
+  AlignedBuffer staging_;  // ops_.size() buffers of extent_slots_ * slot_bytes_, registered with the queue
   std::vector<Op> ops_;
   std::vector<uint32_t> free_ops_;
 
   std::unordered_map<uint64_t, Entry> index_;            // page id -> where it lives
-  std::vector<uint64_t> free_slots_;                     // stack; lowest slot on top after Open
-  std::unordered_map<uint64_t, uint32_t> slot_readers_;  // slot -> reads in flight
+  std::vector<uint8_t> slot_used_;                       // [total_slots_]: 1 = part of a page (or being written)
+  std::vector<Extent> extents_;
+  std::vector<uint64_t> free_extents_;                   // stack of extents with no slot used; lowest on top
+  std::unordered_map<uint64_t, uint64_t> stream_extent_;  // stream -> the extent it appends to
+  uint64_t search_extent_ = 0;                           // where the search for any free run goes on from
+  std::unordered_map<uint64_t, uint32_t> slot_readers_;  // a page's first slot -> reads in flight
   uint64_t next_sequence_ = 1;
-  std::vector<uint64_t> scan_discard_;            // slots Scan found corrupt or superseded
+  std::vector<std::pair<uint64_t, uint32_t>> scan_discard_;  // (slot, slots) Scan found corrupt or superseded
   std::vector<Status>* batch_results_ = nullptr;  // PutMany's results while it runs
   size_t batch_in_flight_ = 0;                    // PutMany writes not yet completed
-  std::vector<uint64_t> superseded_;              // old slots of overwritten pages, released after a batch
+  std::vector<std::pair<uint64_t, uint32_t>> superseded_;  // (slot, slots) of overwritten pages, freed after a batch
 
   struct Waiting {
     ReadRequest request;
     Clock::time_point start;  // when SubmitReads took it: read latency counts the wait for a buffer
+    bool alone = false;       // read by itself: a run it was part of failed as a whole
   };
+  // Turns a request into a part of a read op; false (a result in ready_) when it cannot be read.
+  bool PrepareRead(const Waiting& w, ReadPart* part);
   std::deque<Waiting> backlog_;    // reads waiting for a staging buffer
   std::vector<ReadResult> ready_;  // finished reads not yet returned
   size_t reads_outstanding_ = 0;   // submitted to SubmitReads, not yet returned

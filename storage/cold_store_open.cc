@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
-#include <unordered_set>
+#include <cstring>
 
 #include "storage/cold_store.h"
 #include "storage/page_format.h"
@@ -24,9 +24,10 @@ std::string ColdFilePath(const std::string& dir, uint32_t index) {
   return (std::filesystem::path(dir) / name).string();
 }
 
-Status WriteFileHeader(int fd, uint32_t slot_bytes, uint32_t index, const std::string& path) {
+Status WriteFileHeader(int fd, uint32_t slot_bytes, uint32_t extent_slots, uint32_t index,
+                       const std::string& path) {
   AlignedBuffer buf(kFileHeaderBytes);
-  EncodeFileHeader(slot_bytes, index, {buf.data(), buf.size()});
+  EncodeFileHeader(slot_bytes, extent_slots, index, {buf.data(), buf.size()});
   ssize_t n = ::pwrite(fd, buf.data(), kFileHeaderBytes, 0);
   if (n < 0) return ErrnoToStatus(errno, "write header of " + path);
   if (n != kFileHeaderBytes) return ResourceExhaustedError("short write of the header of " + path);
@@ -66,10 +67,15 @@ Status ColdStore::Init(std::unique_ptr<IoQueue> queue) {
   const ColdStoreOptions& o = options_;
   if (o.cold_dir.empty()) return InvalidArgumentError("cold_dir is empty");
   if (o.max_page_bytes == 0) return InvalidArgumentError("max_page_bytes must be > 0");
-  slot_bytes_ = PageIoBytes(o.max_page_bytes);
-  if (o.file_bytes < kFileHeaderBytes + uint64_t{slot_bytes_}) {
-    return InvalidArgumentError("file_bytes " + std::to_string(o.file_bytes) + " holds no slot of " +
-                                std::to_string(slot_bytes_) + " bytes");
+  if (o.slot_payload_bytes > o.max_page_bytes) {
+    return InvalidArgumentError("slot_payload_bytes " + std::to_string(o.slot_payload_bytes) +
+                                " exceeds max_page_bytes " + std::to_string(o.max_page_bytes));
+  }
+  slot_bytes_ = PageIoBytes(o.slot_payload_bytes != 0 ? o.slot_payload_bytes : o.max_page_bytes);
+  const uint32_t largest = SlotsFor(o.max_page_bytes);
+  if (o.file_bytes < kFileHeaderBytes + uint64_t{largest} * slot_bytes_) {
+    return InvalidArgumentError("file_bytes " + std::to_string(o.file_bytes) + " holds no page of " +
+                                std::to_string(uint64_t{largest} * slot_bytes_) + " bytes");
   }
   slots_per_file_ = (o.file_bytes - kFileHeaderBytes) / slot_bytes_;
   total_slots_ = o.capacity_bytes / slot_bytes_;
@@ -77,6 +83,10 @@ Status ColdStore::Init(std::unique_ptr<IoQueue> queue) {
     return InvalidArgumentError("capacity_bytes " + std::to_string(o.capacity_bytes) +
                                 " is less than one slot (" + std::to_string(slot_bytes_) + " bytes)");
   }
+  // Extents of about run_bytes, at least the largest page, at most a file.
+  extent_slots_ = static_cast<uint32_t>(std::min<uint64_t>(
+      slots_per_file_, std::max<uint64_t>(largest, o.run_bytes / slot_bytes_)));
+  extents_per_file_ = (slots_per_file_ + extent_slots_ - 1) / extent_slots_;
   std::error_code ec;
   std::filesystem::create_directories(o.cold_dir, ec);
   if (ec) return IoError("create " + o.cold_dir + ": " + ec.message());
@@ -91,7 +101,7 @@ Status ColdStore::Init(std::unique_ptr<IoQueue> queue) {
   TQ_RETURN_IF_ERROR(queue_->RegisterFiles(fds));
 
   const uint32_t depth = queue_->depth();
-  staging_ = AlignedBuffer(uint64_t{depth} * slot_bytes_);
+  staging_ = AlignedBuffer(uint64_t{depth} * extent_slots_ * slot_bytes_);
   ops_.assign(depth, Op{});
   for (uint32_t i = depth; i > 0; --i) free_ops_.push_back(i - 1);
   iovec region{staging_.data(), staging_.size()};
@@ -125,11 +135,14 @@ Status ColdStore::OpenFiles() {
                      : DataLossError("short header in " + path);
       }
       StatusOr<FileHeader> h = DecodeFileHeader({buf.data(), buf.size()});
-      if (h.ok() && h->slot_bytes != slot_bytes_) {
-        return FailedPreconditionError(path + " has slots of " + std::to_string(h->slot_bytes) +
-                                       " bytes but this configuration uses " + std::to_string(slot_bytes_) +
-                                       " (max_page_bytes " + std::to_string(options_.max_page_bytes) +
-                                       "); use another cold_dir or delete its files");
+      if (!h.ok() && h.status().code() == StatusCode::kFailedPrecondition) {
+        return std::move(h).status().WithContext(path + "; use another cold_dir or delete its files");
+      }
+      if (h.ok() && (h->slot_bytes != slot_bytes_ || h->extent_slots != extent_slots_)) {
+        return FailedPreconditionError(path + " has slots of " + std::to_string(h->slot_bytes) + " bytes in runs of " +
+                                       std::to_string(h->extent_slots) + " but this configuration uses " +
+                                       std::to_string(slot_bytes_) + " in runs of " + std::to_string(extent_slots_) +
+                                       "; use another cold_dir or delete its files");
       }
       if (!h.ok() || h->file_index != i) {
         spdlog::error("cold tier: {} has a damaged header ({}); dropping the whole file", path,
@@ -140,7 +153,7 @@ Status ColdStore::OpenFiles() {
       }
     }
     if (fresh) {
-      TQ_RETURN_IF_ERROR(WriteFileHeader(io.fd, slot_bytes_, i, path));
+      TQ_RETURN_IF_ERROR(WriteFileHeader(io.fd, slot_bytes_, extent_slots_, i, path));
       continue;
     }
     // A file grown by writes alone ends with a partly written slot: it counts, and Scan reads what exists.
@@ -153,59 +166,89 @@ Status ColdStore::OpenFiles() {
 }
 
 void ColdStore::FinishScan(Op& op, const IoCompletion& c) {
-  const uint64_t slot = op.slot;
-  Status status = c.status;
   const auto index = static_cast<uint32_t>(&op - ops_.data());
-  StatusOr<PageHeader> header = status.ok()
-                                    ? DecodePage(Staging(index).first(op.length), options_.max_page_bytes)
-                                    : StatusOr<PageHeader>(status);
-  op.kind = OpKind::kIdle;
-  free_ops_.push_back(index);
-  if (!header.ok() && header.status().code() == StatusCode::kNotFound) return;  // empty slot
-  if (!header.ok()) {
+  if (c.status.ok()) {
+    ScanExtent(op.slot, Staging(index).first(std::min(op.length, c.bytes)));
+  } else {
+    // The extent cannot be read: whatever it held is lost to this run; its slots count as free.
     ++report_.pages_dropped;
     stats_.RecordError(TierError::kDroppedAtOpen);
-    if (report_.pages_dropped <= kMaxLoggedDrops) {
-      spdlog::warn("cold tier: dropping slot {} of {}: {}", slot % slots_per_file_,
-                   ColdFilePath(options_.cold_dir, FileOf(slot)), header.status().ToString());
-    }
-    scan_discard_.push_back(slot);
-    return;
+    spdlog::warn("cold tier: cannot read slots {}.. of {}: {}", op.slot % slots_per_file_,
+                 ColdFilePath(options_.cold_dir, FileOf(op.slot)), c.status.ToString());
   }
-  next_sequence_ = std::max(next_sequence_, header->sequence + 1);
-  auto [it, inserted] = index_.try_emplace(header->page_id, Entry{slot, header->length, header->sequence});
-  if (inserted) return;
-  ++report_.duplicates;
-  if (header->sequence > it->second.sequence) {
-    scan_discard_.push_back(it->second.slot);
-    it->second = Entry{slot, header->length, header->sequence};
-  } else {
-    scan_discard_.push_back(slot);
+  op.kind = OpKind::kIdle;
+  free_ops_.push_back(index);
+}
+
+void ColdStore::ScanExtent(uint64_t first_slot, std::span<const std::byte> bytes) {
+  // Where no page spans slots, any non-empty slot that is not a valid page is damage; otherwise a slot after an
+  // erased page may still hold that page's payload, which is free space, not damage.
+  const bool spans = SlotsFor(options_.max_page_bytes) > 1;
+  const uint64_t slots = bytes.size() / slot_bytes_ + (bytes.size() % slot_bytes_ != 0 ? 1 : 0);
+  for (uint64_t i = 0; i < slots;) {
+    const uint64_t slot = first_slot + i;
+    StatusOr<PageHeader> header = DecodePage(bytes.subspan(i * slot_bytes_), options_.max_page_bytes);
+    if (!header.ok() && header.status().code() == StatusCode::kNotFound) {  // empty slot
+      ++i;
+      continue;
+    }
+    if (!header.ok()) {
+      uint32_t magic = 0;
+      std::memcpy(&magic, bytes.data() + i * slot_bytes_, sizeof(magic));
+      if (spans && magic != kPageMagic) {
+        ++i;
+        continue;
+      }
+      ++report_.pages_dropped;
+      stats_.RecordError(TierError::kDroppedAtOpen);
+      if (report_.pages_dropped <= kMaxLoggedDrops) {
+        spdlog::warn("cold tier: dropping slot {} of {}: {}", slot % slots_per_file_,
+                     ColdFilePath(options_.cold_dir, FileOf(slot)), header.status().ToString());
+      }
+      scan_discard_.push_back({slot, 1});
+      ++i;
+      continue;
+    }
+    const uint32_t n = SlotsFor(header->length);
+    i += n;
+    next_sequence_ = std::max(next_sequence_, header->sequence + 1);
+    auto [it, inserted] = index_.try_emplace(header->page_id, Entry{slot, header->length, header->sequence});
+    if (inserted) continue;
+    ++report_.duplicates;
+    if (header->sequence > it->second.sequence) {
+      scan_discard_.push_back({it->second.slot, SlotsFor(it->second.length)});
+      it->second = Entry{slot, header->length, header->sequence};
+    } else {
+      scan_discard_.push_back({slot, n});
+    }
   }
 }
 
 Status ColdStore::Scan() {
-  for (uint64_t slot = 0; slot < total_slots_; ++slot) {
-    if (slot % slots_per_file_ >= files_[FileOf(slot)].allocated_slots) continue;
-    const uint64_t present = files_[FileOf(slot)].size_at_open - SlotOffset(slot);
-    const auto bytes = static_cast<uint32_t>(std::min<uint64_t>(slot_bytes_, AlignUp(present, kIoAlignment)));
+  extents_.assign(ExtentOf(total_slots_ - 1) + 1, Extent{});
+  slot_used_.assign(total_slots_, 0);
+  for (uint64_t x = 0; x < extents_.size(); ++x) {
+    const uint64_t first = ExtentFirstSlot(x);
+    const File& f = files_[FileOf(first)];
+    if (first % slots_per_file_ >= f.allocated_slots) continue;
+    const uint64_t present = f.size_at_open - SlotOffset(first);
+    const auto bytes = static_cast<uint32_t>(
+        std::min<uint64_t>(uint64_t{ExtentSize(x)} * slot_bytes_, AlignUp(present, kIoAlignment)));
     TQ_ASSIGN_OR_RETURN(uint32_t op, AcquireOp());
     ops_[op].kind = OpKind::kScan;
-    ops_[op].slot = slot;
+    ops_[op].slot = first;
     ops_[op].length = bytes;
-    TQ_RETURN_IF_ERROR(EnqueueIo(op, IoOp::kRead, slot, bytes));
+    TQ_RETURN_IF_ERROR(EnqueueIo(op, IoOp::kRead, first, bytes));
   }
   while (free_ops_.size() < ops_.size()) TQ_RETURN_IF_ERROR(Pump());
 
-  std::unordered_set<uint64_t> used;
-  for (const auto& [id, entry] : index_) used.insert(entry.slot);
-  for (uint64_t slot : scan_discard_) used.insert(slot);
-  free_slots_.reserve(total_slots_);
-  for (uint64_t slot = total_slots_; slot > 0; --slot) {
-    if (used.count(slot - 1) == 0) free_slots_.push_back(slot - 1);
+  for (const auto& [id, entry] : index_) MarkUsed(entry.slot, SlotsFor(entry.length));
+  for (auto [slot, n] : scan_discard_) MarkUsed(slot, n);
+  for (uint64_t x = extents_.size(); x > 0; --x) {
+    if (extents_[x - 1].used == 0) free_extents_.push_back(x - 1);
   }
   // Zero the headers of corrupt and superseded copies so they are neither logged nor revived again.
-  for (uint64_t slot : scan_discard_) ReleaseSlot(slot);
+  for (auto [slot, n] : scan_discard_) ReleaseSlots(slot, n);
   scan_discard_.clear();
   report_.pages_found = index_.size();
   return broken_;

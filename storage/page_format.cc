@@ -57,10 +57,11 @@ StatusOr<PageHeader> DecodePage(std::span<const std::byte> in, uint32_t max_payl
   return h;
 }
 
-void EncodeFileHeader(uint32_t slot_bytes, uint32_t file_index, std::span<std::byte> out) {
+void EncodeFileHeader(uint32_t slot_bytes, uint32_t extent_slots, uint32_t file_index, std::span<std::byte> out) {
   assert(out.size() >= sizeof(FileHeader));
   FileHeader h;
   h.slot_bytes = slot_bytes;
+  h.extent_slots = extent_slots;
   h.file_index = file_index;
   h.checksum = HeaderCrc(h);
   std::memset(out.data(), 0, out.size());
@@ -72,8 +73,12 @@ StatusOr<FileHeader> DecodeFileHeader(std::span<const std::byte> in) {
   FileHeader h;
   std::memcpy(&h, in.data(), sizeof(h));
   if (h.magic == 0) return NotFoundError("new file");
-  if (h.magic != kFileMagic || h.version != kFormatVersion) return DataLossError("not a tqserve cold file");
+  if (h.magic != kFileMagic) return DataLossError("not a tqserve cold file");
   if (HeaderCrc(h) != h.checksum) return DataLossError("file header checksum mismatch");
+  if (h.version != kFormatVersion) {
+    return FailedPreconditionError("cold file format version " + std::to_string(h.version) + ", this build uses " +
+                                   std::to_string(kFormatVersion));
+  }
   return h;
 }
 

@@ -3,8 +3,9 @@
 // A cold file is a 4 KiB file header followed by fixed-size slots:
 //   offset 0                      FileHeader (kFileHeaderBytes, zero padded)
 //   offset kFileHeaderBytes + i*S slot i (S = slot_bytes, a multiple of kIoAlignment)
-// A slot holds a PageHeader (kPageHeaderBytes) then `length` payload bytes, zero padded to a kIoAlignment
-// multiple. A slot whose first 4 bytes are zero is empty. All integers are little-endian.
+// A page starts at a slot: a PageHeader (kPageHeaderBytes) then `length` payload bytes, zero padded to a
+// kIoAlignment multiple; it covers ceil(that / S) consecutive slots, never crossing an extent (extent_slots
+// slots). A slot whose first 4 bytes are zero is empty. All integers are little-endian.
 #pragma once
 
 #include <bit>
@@ -19,7 +20,7 @@ static_assert(std::endian::native == std::endian::little, "the cold-tier format 
 
 inline constexpr uint32_t kPageMagic = 0x47505154;  // "TQPG"
 inline constexpr uint32_t kFileMagic = 0x46435154;  // "TQCF"
-inline constexpr uint16_t kFormatVersion = 1;
+inline constexpr uint16_t kFormatVersion = 2;  // 2: pages may span slots; files record their extent size
 inline constexpr uint32_t kPageHeaderBytes = 64;
 inline constexpr uint32_t kFileHeaderBytes = 4096;
 
@@ -40,10 +41,11 @@ struct FileHeader {
   uint32_t magic = kFileMagic;
   uint16_t version = kFormatVersion;
   uint16_t reserved0 = 0;
-  uint32_t slot_bytes = 0;  // S above
-  uint32_t file_index = 0;  // n in cold-<n>.tqc
-  uint32_t checksum = 0;    // CRC32C of this header with this field 0
-  uint8_t reserved[44] = {};
+  uint32_t slot_bytes = 0;    // S above
+  uint32_t file_index = 0;    // n in cold-<n>.tqc
+  uint32_t checksum = 0;      // CRC32C of this header with this field 0
+  uint32_t extent_slots = 0;  // slots per extent: no page crosses a multiple of this (from the file's first slot)
+  uint8_t reserved[40] = {};
 };
 static_assert(sizeof(FileHeader) == 64);
 
@@ -62,8 +64,9 @@ uint32_t EncodePage(uint64_t page_id, uint64_t sequence, std::span<const std::by
 // On success returns the header; the payload is in[kPageHeaderBytes, kPageHeaderBytes + length).
 StatusOr<PageHeader> DecodePage(std::span<const std::byte> in, uint32_t max_payload);
 
-void EncodeFileHeader(uint32_t slot_bytes, uint32_t file_index, std::span<std::byte> out);
-// not_found for an all-zero (new) header, data_loss for a damaged one.
+void EncodeFileHeader(uint32_t slot_bytes, uint32_t extent_slots, uint32_t file_index, std::span<std::byte> out);
+// not_found for an all-zero (new) header, failed_precondition for another format version, data_loss for a
+// damaged one.
 StatusOr<FileHeader> DecodeFileHeader(std::span<const std::byte> in);
 
 }  // namespace tq::storage

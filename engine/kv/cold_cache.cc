@@ -25,7 +25,7 @@ ColdPageCache::~ColdPageCache() {
   io_thread_.join();
 }
 
-void ColdPageCache::Write(uint64_t id, std::vector<uint8_t> bytes) {
+void ColdPageCache::Write(uint64_t id, std::vector<uint8_t> bytes, uint64_t stream) {
   auto shared = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -39,7 +39,7 @@ void ColdPageCache::Write(uint64_t id, std::vector<uint8_t> bytes) {
     e.bytes = shared;
     e.wait.reset();
     cached_bytes_ += shared->size();
-    ops_.push_back({OpKind::kWrite, id, std::move(shared), nullptr});
+    ops_.push_back({OpKind::kWrite, id, std::move(shared), nullptr, stream});
   }
   io_cv_.notify_one();
 }
@@ -198,7 +198,7 @@ void ColdPageCache::IoLoop() {
         }
         std::vector<storage::ColdStore::PutRequest> puts;
         for (const Op& op : writes) {
-          puts.push_back({op.id, std::as_bytes(std::span<const uint8_t>(*op.bytes))});
+          puts.push_back({op.id, std::as_bytes(std::span<const uint8_t>(*op.bytes)), op.stream});
         }
         const std::vector<Status> put_status = store_->PutMany(puts);
         std::lock_guard<std::mutex> lock(mu_);

@@ -54,8 +54,9 @@ class ColdPageCache {
   ColdPageCache(const ColdPageCache&) = delete;
   ColdPageCache& operator=(const ColdPageCache&) = delete;
 
-  // Queues the page for the disk; its bytes are readable from the cache at once.
-  void Write(uint64_t id, std::vector<uint8_t> bytes);
+  // Queues the page for the disk; its bytes are readable from the cache at once. Pages of one stream are
+  // placed next to each other on disk (storage::ColdStore::PutRequest::stream).
+  void Write(uint64_t id, std::vector<uint8_t> bytes, uint64_t stream = 0);
   // Drops the page from the cache and queues its erasure on disk.
   void Erase(uint64_t id);
   // Queues reads of the pages not cached nor in flight.
@@ -100,6 +101,7 @@ class ColdPageCache {
     uint64_t id;
     PageBytes bytes;                 // kWrite
     std::shared_ptr<ReadWait> wait;  // kRead
+    uint64_t stream = 0;             // kWrite
   };
 
   void IoLoop();

@@ -1,6 +1,7 @@
 #include "engine/kv/page_store.h"
 
 #include "engine/kv/page_record.h"
+#include "storage/page_format.h"
 
 #include <spdlog/spdlog.h>
 
@@ -99,7 +100,10 @@ StatusOr<std::unique_ptr<KvPageStore>> KvPageStore::Open(const KvStoreOptions& o
     co.cold_dir = options.cold_dir;
     co.capacity_bytes = options.cold_bytes;
     // Any page may move to the cold tier (the prefix cache keeps finished sequences there), behind its record.
+    // Slots are 4 KiB: a page takes the slots its bytes need, and a sequence's (layer, KV head) pages lie back
+    // to back on disk (PageInfo::stream), so reading them is a few large reads.
     co.max_page_bytes = largest + RecordBytes(kTransformParts * options.head_dim);
+    co.slot_payload_bytes = static_cast<uint32_t>(storage::kIoAlignment) - storage::kPageHeaderBytes;
     co.direct_io = options.direct_io;
     co.io.backend = options.io_backend;
     co.io.queue_depth = options.io_depth;
@@ -116,9 +120,11 @@ StatusOr<std::unique_ptr<KvPageStore>> KvPageStore::Open(const KvStoreOptions& o
       store = storage::ColdStore::Open(co);
     }
     if (!store.ok()) return store.status().WithContext("KV cold tier in " + options.cold_dir);
-    TQ_RETURN_IF_ERROR(s->Recover(**store));
     s->slot_bytes_[2] = (*store)->slot_bytes();
     s->slots_[2] = (*store)->slot_count();
+    TQ_RETURN_IF_ERROR(s->Recover(**store));
+    // Admission counts pages without a transform in their record (all but a head's first).
+    for (int c = 0; c < 3; ++c) s->cold_page_slots_[c] = (*store)->SlotsFor(class_page_bytes[c] + RecordBytes(0));
     s->cold_ = std::make_unique<ColdPageCache>(std::move(*store), options.cold_cache_bytes);
   }
   const std::array<std::vector<KvTier>, 3> chains = {
@@ -130,7 +136,8 @@ StatusOr<std::unique_ptr<KvPageStore>> KvPageStore::Open(const KvStoreOptions& o
     for (KvTier t : chains[c]) {
       const int ti = static_cast<int>(t);
       const bool present = ti == 2 ? s->cold_ != nullptr : s->ram_[ti] != nullptr;
-      if (present && s->slot_bytes_[ti] >= class_page_bytes[c]) s->chain_[c].push_back(t);
+      // A cold page takes as many slots as it needs (up to the store's max_page_bytes, the largest page).
+      if (present && (ti == 2 || s->slot_bytes_[ti] >= class_page_bytes[c])) s->chain_[c].push_back(t);
     }
     if (s->chain_[c].empty() && class_page_bytes[c] > 0) {
       return InvalidArgumentError("KV tiers: no tier can hold " + std::string(PrecisionClassName(PrecisionClass(c))) +
@@ -144,23 +151,31 @@ StatusOr<std::unique_ptr<KvPageStore>> KvPageStore::Open(const KvStoreOptions& o
 
 KvPageStore::~KvPageStore() = default;
 
-bool KvPageStore::HasRoom(KvTier t, uint32_t length) const {
+uint64_t KvPageStore::SlotsOf(KvTier t, uint32_t bytes) const {
+  if (t != KvTier::kCold) return 1;
+  return (storage::PageIoBytes(bytes) + slot_bytes_[2] - 1) / slot_bytes_[2];  // ColdStore::SlotsFor
+}
+
+bool KvPageStore::HasRoom(KvTier t, uint32_t length, const PageInfo& info) const {
   const int ti = static_cast<int>(t);
   if (t != KvTier::kCold && length > slot_bytes_[ti]) return false;
   if (t == KvTier::kCold) {
-    return cold_ != nullptr && cold_->admitting() && tier_pages_[ti].load() < slots_[ti];
+    if (cold_ == nullptr || !cold_->admitting()) return false;
+    const uint64_t need = SlotsOf(t, length + RecordBytes(TransformFloats(info.transform)));
+    return tier_slots_[ti].load() + need <= slots_[ti];
   }
   return ram_[ti] != nullptr && tier_pages_[ti].load() < slots_[ti];
 }
 
 bool KvPageStore::PlaceIn(KvTier t, uint64_t id, std::vector<uint8_t>& bytes, Page* page) {
-  if (!HasRoom(t, static_cast<uint32_t>(bytes.size()))) return false;
+  if (!HasRoom(t, static_cast<uint32_t>(bytes.size()), page->info)) return false;
   const int ti = static_cast<int>(t);
   page->tier = t;
   page->length = static_cast<uint32_t>(bytes.size());
   page->ram = nullptr;
   if (t == KvTier::kCold) {
-    cold_->Write(id, WithRecord(page->info, page->cls, options_.fingerprint, bytes, &page->record));
+    cold_->Write(id, WithRecord(page->info, page->cls, options_.fingerprint, bytes, &page->record),
+                 page->info.stream);
     return true;
   }
   auto slot = ram_[ti]->Allocate(id, page->length);
@@ -173,12 +188,15 @@ bool KvPageStore::PlaceIn(KvTier t, uint64_t id, std::vector<uint8_t>& bytes, Pa
 void KvPageStore::Count(const Page& page, int sign) {
   const int t = static_cast<int>(page.tier), c = static_cast<int>(page.cls);
   const uint64_t n = page.length;
+  const uint64_t slots = SlotsOf(page.tier, page.record + page.length);
   if (sign > 0) {
+    tier_slots_[t] += slots;
     tier_pages_[t] += 1;
     tier_bytes_[t] += n;
     class_pages_[c] += 1;
     class_bytes_[c] += n;
   } else {
+    tier_slots_[t] -= slots;
     tier_pages_[t] -= 1;
     tier_bytes_[t] -= n;
     class_pages_[c] -= 1;
@@ -276,21 +294,24 @@ size_t KvPageStore::Maintain() {
 }
 
 bool KvPageStore::Fits(std::array<uint64_t, 3> pages) const {
-  std::array<uint64_t, kKvTiers> free{};
+  std::array<uint64_t, kKvTiers> free{};  // slots
   for (int t = 0; t < kKvTiers; ++t) {
     const bool present = t == 2 ? (cold_ != nullptr && cold_->admitting()) : ram_[t] != nullptr;
-    const uint64_t used = tier_pages_[t].load();
+    const uint64_t used = tier_slots_[t].load();
     free[t] = present && slots_[t] > used ? slots_[t] - used : 0;
   }
-  // Each class first takes slots in its home tier, then what is left anywhere along its chain.
+  // Each class first takes slots in its home tier, then what is left anywhere along its chain. A RAM page takes
+  // one slot, a cold page the 4 KiB slots its bytes need.
   std::array<uint64_t, 3> need = pages;
   for (int pass = 0; pass < 2; ++pass) {
     for (int c = 0; c < 3; ++c) {
       const auto& chain = chain_[c];
       for (size_t i = 0; i < (pass == 0 ? 1 : chain.size()) && need[c] > 0; ++i) {
-        uint64_t& f = free[static_cast<int>(chain[i])];
-        const uint64_t take = std::min(need[c], f);
-        f -= take;
+        const int t = static_cast<int>(chain[i]);
+        const uint64_t cost = t == 2 ? cold_page_slots_[c] : 1;
+        uint64_t& f = free[t];
+        const uint64_t take = std::min(need[c], f / cost);
+        f -= take * cost;
         need[c] -= take;
       }
     }
@@ -334,14 +355,14 @@ bool KvPageStore::MoveToCold(uint64_t id) {
   auto it = pages_.find(id);
   if (it == pages_.end() || it->second.ram == nullptr || !cold_) return false;
   Page& page = it->second;
-  if (!HasRoom(KvTier::kCold, page.length)) return false;
+  if (!HasRoom(KvTier::kCold, page.length, page.info)) return false;
   const KvTier from = page.tier;
   std::vector<uint8_t> bytes(page.ram, page.ram + page.length);
   Count(page, -1);
   ram_[static_cast<int>(from)]->Erase(id).IgnoreError();
   page.tier = KvTier::kCold;
   page.ram = nullptr;
-  cold_->Write(id, WithRecord(page.info, page.cls, options_.fingerprint, bytes, &page.record));
+  cold_->Write(id, WithRecord(page.info, page.cls, options_.fingerprint, bytes, &page.record), page.info.stream);
   Count(page, +1);
   Record({0, KvEvent::Kind::kMoved, id, page.tier, from, page.cls, page.length, page.info});
   return true;
@@ -354,7 +375,7 @@ std::vector<RecoveredPage> KvPageStore::TakeRecovered() {
 }
 
 Status KvPageStore::Recover(storage::ColdStore& store) {
-  std::vector<uint8_t> buf(store.slot_bytes());
+  std::vector<uint8_t> buf(store.max_page_bytes());
   uint64_t kept = 0, dropped = 0;
   for (uint64_t id : store.PageIds()) {
     StatusOr<uint32_t> n = store.Read(id, std::as_writable_bytes(std::span<uint8_t>(buf)));
@@ -369,7 +390,7 @@ Status KvPageStore::Recover(storage::ColdStore& store) {
       continue;
     }
     Page page{r->cls, KvTier::kCold, *n - record_bytes, nullptr, {}, 1, record_bytes};
-    page.info = {"", r->layer, r->kv_head, r->k, r->v, r->prefix_hash, r->parent_hash, r->page_index,
+    page.info = {"", r->layer, r->kv_head, 0, r->k, r->v, r->prefix_hash, r->parent_hash, r->page_index,
                  std::move(r->transform)};
     recovered_.push_back({id, page.cls, page.info});
     pages_.emplace(id, page);
@@ -394,6 +415,7 @@ KvStoreStats KvPageStore::Stats() const {
     u.present = t == 2 ? cold_ != nullptr : ram_[t] != nullptr;
     if (!u.present) continue;
     u.pages = tier_pages_[t].load();
+    u.slots_used = tier_slots_[t].load();
     u.bytes = tier_bytes_[t].load();
     u.slot_bytes = slot_bytes_[t];
     u.slots = slots_[t];

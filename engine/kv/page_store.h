@@ -71,8 +71,9 @@ struct KvTierUsage {
   uint64_t pages = 0;
   uint64_t bytes = 0;           // page payload bytes
   uint64_t capacity_bytes = 0;  // the budget
-  uint64_t slot_bytes = 0;      // pages occupy whole slots
+  uint64_t slot_bytes = 0;      // pages occupy whole slots (one in RAM; in the cold tier as many as they need)
   uint64_t slots = 0;
+  uint64_t slots_used = 0;
   storage::TierStatsSnapshot io;  // reads, writes, latency, errors as the tier counted them
 };
 
@@ -101,6 +102,7 @@ struct PageInfo {
   std::string owner;  // the request id ("" outside the engine)
   int layer = -1;
   int kv_head = -1;
+  uint64_t stream = 0;  // pages with one stream (a sequence's (layer, KV head)) are stored next to each other on disk
   kernels::KvFormat k = kernels::KvFormat::kF16;
   kernels::KvFormat v = kernels::KvFormat::kF16;
   uint64_t prefix_hash = 0;    // chain hash of the tokens through this page (prefix cache); 0 = unknown
@@ -193,7 +195,8 @@ class KvPageStore {
   KvPageStore() = default;
   // Places bytes in tier t (RAM or cold); false when t has no room or refuses the page.
   bool PlaceIn(KvTier t, uint64_t id, std::vector<uint8_t>& bytes, Page* page);
-  bool HasRoom(KvTier t, uint32_t length) const;
+  bool HasRoom(KvTier t, uint32_t length, const PageInfo& info) const;
+  uint64_t SlotsOf(KvTier t, uint32_t bytes) const;  // slots a page of `bytes` (with its record) takes in tier t
   void Record(KvEvent event);
   void Count(const Page& page, int sign);
 
@@ -206,7 +209,8 @@ class KvPageStore {
 
   std::unordered_map<uint64_t, Page> pages_;  // engine thread writes; attention threads read
   uint64_t next_id_ = 1;
-  std::array<std::atomic<uint64_t>, kKvTiers> tier_pages_{}, tier_bytes_{};
+  std::array<std::atomic<uint64_t>, kKvTiers> tier_pages_{}, tier_bytes_{}, tier_slots_{};
+  std::array<uint64_t, 3> cold_page_slots_{};  // cold slots the largest page of each class takes
   std::array<std::atomic<uint64_t>, 3> class_pages_{}, class_bytes_{};
   std::atomic<uint64_t> fallbacks_{0}, rehomed_{0}, refused_{0};
   std::vector<RecoveredPage> recovered_;

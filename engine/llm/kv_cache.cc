@@ -2,6 +2,7 @@
 #include "engine/llm/kv_cache_pages.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -258,6 +259,8 @@ SequenceKv::SequenceKv(std::shared_ptr<const KvLayout> layout, int n_ctx, KvPage
       pass_end_len_(n_layers_, 0),
       plain_(n_layers_),
       pages_(n_layers_) {
+  static std::atomic<uint64_t> next_sequence{1};
+  stream_base_ = next_sequence.fetch_add(1) << 32;
   for (int l = 0; l < n_layers_; ++l) {
     if (!layout_->layer(l).plain) pages_[l].resize(n_kv_heads_);
   }
@@ -568,7 +571,8 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
   HeadPages::Full full;
   full.k = f.k;
   full.v = f.v;
-  PageInfo info{owner_, layer, head, f.k, f.v};
+  PageInfo info{owner_, layer, head, stream_base_ | static_cast<uint64_t>(layer) << 12 | static_cast<uint64_t>(head),
+                f.k, f.v};
   info.page_index = static_cast<uint32_t>(h.full.size());
   if (info.page_index < page_hashes_.size()) {
     info.prefix_hash = page_hashes_[info.page_index].first;

@@ -211,6 +211,8 @@ class SequenceKv {
   mutable Status fault_;
   uint64_t overflow_bytes_ = 0;
   std::string owner_;
+  // Disk streams of this sequence's pages: stream_base_ | layer << 12 | kv_head (layer < 2^20, kv_head < 2^12).
+  uint64_t stream_base_ = 0;
   std::vector<std::pair<uint64_t, uint64_t>> page_hashes_;  // [page index] -> (hash, parent hash)
   int n_ctx_;
   int n_layers_;

@@ -40,11 +40,16 @@ class FaultTest : public ::testing::TestWithParam<std::string> {
     for (uint64_t id = 0; id < n; ++id) ASSERT_TRUE(store.Put(id, PageBytes(id, kLen)).ok());
   }
   // Reads every page in one batch; returns the ids whose read failed with `code`; checks the others' bytes
-  // and that a failed read left its buffer untouched.
-  std::set<uint64_t> ReadAll(ColdStore& store, uint64_t n, StatusCode code) {
+  // and that a failed read left its buffer untouched. Pages are asked for from the last down, so each is one
+  // I/O (the n-th request is the n-th read the rules count); `merged` asks in disk order, so adjacent pages go
+  // down as one read.
+  std::set<uint64_t> ReadAll(ColdStore& store, uint64_t n, StatusCode code, bool merged = false) {
     std::vector<std::vector<std::byte>> dest(n, std::vector<std::byte>(4096, std::byte{0xAB}));
     std::vector<ColdStore::ReadRequest> reqs;
-    for (uint64_t id = 0; id < n; ++id) reqs.push_back({id, dest[id], id});
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint64_t id = merged ? i : n - 1 - i;
+      reqs.push_back({id, dest[id], id});
+    }
     EXPECT_TRUE(store.SubmitReads(reqs).ok());
     std::vector<ColdStore::ReadResult> results;
     EXPECT_TRUE(store.WaitReads(&results, n).ok());
@@ -75,6 +80,21 @@ TEST_P(FaultTest, EioOnReadIsIoErrorForThatPageOnly) {
   EXPECT_EQ(store->stats().errors(TierError::kIo), 2u);
   fault_->ClearRules();
   EXPECT_TRUE(ReadAll(*store, 40, StatusCode::kIoError).empty());  // the pages are still there
+}
+
+TEST_P(FaultTest, AFailedRunIsReadAgainPageByPage) {
+  auto store = Open();
+  Fill(*store, 40);  // back to back on disk: asked for in order, they go down as one read of 40 pages
+  fault_->AddRule({FaultKind::kEio, IoOp::kRead, {0, 5}});
+  // Read 0 (the run) fails; each page is then read alone (reads 1..40), and read 5 (page 4) fails again.
+  EXPECT_EQ(ReadAll(*store, 40, StatusCode::kIoError, /*merged=*/true), std::set<uint64_t>{4});
+  EXPECT_EQ(fault_->injected().eio, 2u);
+  EXPECT_EQ(store->stats().errors(TierError::kIo), 1u);  // the run's failure is not a page's
+  fault_->ClearRules();
+  fault_->AddRule({FaultKind::kShortRead, IoOp::kRead, {41}});  // reads are counted from the queue's start
+  EXPECT_TRUE(ReadAll(*store, 40, StatusCode::kDataLoss, /*merged=*/true).empty());
+  EXPECT_EQ(fault_->injected().short_read, 1u);
+  EXPECT_EQ(store->stats().Snapshot().reads, 39u + 40u);
 }
 
 TEST_P(FaultTest, EioOnWriteFailsThePutAndKeepsAdmitting) {

@@ -48,11 +48,12 @@ TEST(PageFormat, EmptySlotAndLimits) {
 TEST(PageFormat, FileHeader) {
   std::vector<std::byte> buf(kFileHeaderBytes);
   EXPECT_EQ(DecodeFileHeader(buf).status().code(), StatusCode::kNotFound);
-  EncodeFileHeader(8192, 3, buf);
+  EncodeFileHeader(8192, 16, 3, buf);
   StatusOr<FileHeader> h = DecodeFileHeader(buf);
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(h->slot_bytes, 8192u);
   EXPECT_EQ(h->file_index, 3u);
+  EXPECT_EQ(h->extent_slots, 16u);
   buf[9] ^= std::byte{1};
   EXPECT_EQ(DecodeFileHeader(buf).status().code(), StatusCode::kDataLoss);
 }
