@@ -114,7 +114,7 @@ class ColdStore {
   // The first slot of the page (global numbering: file * slots per file + slot in file); diagnostics, tests.
   std::optional<uint64_t> SlotOf(uint64_t page_id) const;
   // Read I/Os submitted by SubmitReads and Read (a run of adjacent pages counts once).
-  uint64_t read_ios() const { return read_ios_; }
+  uint64_t read_ios() const { return read_ios_.load(std::memory_order_relaxed); }
   std::optional<uint32_t> PageLength(uint64_t page_id) const;
   std::vector<uint64_t> PageIds() const;
   uint64_t pages() const { return index_.size(); }
@@ -223,7 +223,7 @@ class ColdStore {
   uint32_t extent_slots_ = 1;  // slots per extent (the last of a file may be short)
   uint64_t extents_per_file_ = 0;
   uint64_t used_slots_ = 0;
-  uint64_t read_ios_ = 0;
+  std::atomic<uint64_t> read_ios_{0};  // written by the driving thread, read from any
 
   AlignedBuffer staging_;  // ops_.size() buffers of extent_slots_ * slot_bytes_, registered with the queue
   std::vector<Op> ops_;

@@ -81,9 +81,12 @@ void ColdPageCache::Prefetch(std::span<const uint64_t> ids) {
 
 void ColdPageCache::TouchLocked(Entry& e, uint64_t id) {
   if (e.state != State::kReady) return;
+  // A page just read by attention is needed again only a whole step later, after every other page of the
+  // sequence: it goes to the eviction end, behind the pages read ahead and not yet used (a cyclic scan keeps
+  // what fits of the working set instead of evicting each page just before it is needed, as LRU would).
   lru_.erase(e.lru);
-  lru_.push_front(id);
-  e.lru = lru_.begin();
+  lru_.push_back(id);
+  e.lru = std::prev(lru_.end());
 }
 
 StatusOr<PageBytes> ColdPageCache::Get(uint64_t id) {
@@ -109,6 +112,9 @@ StatusOr<PageBytes> ColdPageCache::Get(uint64_t id) {
   stats_.stall_ns += static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
   if (!wait->status.ok()) return wait->status;
+  if (auto done = entries_.find(id); done != entries_.end() && done->second.wait == nullptr) {
+    TouchLocked(done->second, id);  // used now, like a hit
+  }
   return wait->bytes;
 }
 
@@ -129,6 +135,7 @@ ColdCacheStats ColdPageCache::stats() const {
   ColdCacheStats s = stats_;
   s.cached_bytes = cached_bytes_;
   s.cached_pages = entries_.size();
+  s.read_ios = store_->read_ios();
   return s;
 }
 
@@ -156,15 +163,21 @@ void ColdPageCache::FinishReadLocked(uint64_t id, const std::shared_ptr<ReadWait
 }
 
 void ColdPageCache::EvictLocked() {
-  auto it = lru_.end();
-  while (cached_bytes_ > capacity_ && it != lru_.begin()) {
-    --it;
-    auto e = entries_.find(*it);
-    // A reader still holding the bytes pins them (use_count counts the cache's own reference as one).
-    if (e->second.bytes.use_count() > 1) continue;
+  // From the back. A page a reader still holds (use_count counts the cache's own reference as one) is pinned:
+  // it moves to the front, so the next eviction does not walk over it again (the pages attention holds are the
+  // ones it read last, i.e. at the back).
+  size_t pinned = 0;
+  while (cached_bytes_ > capacity_ && pinned < lru_.size()) {
+    const uint64_t id = lru_.back();
+    auto e = entries_.find(id);
+    if (e->second.bytes.use_count() > 1) {
+      lru_.splice(lru_.begin(), lru_, std::prev(lru_.end()));
+      ++pinned;
+      continue;
+    }
     cached_bytes_ -= e->second.bytes->size();
+    lru_.pop_back();
     entries_.erase(e);
-    it = lru_.erase(it);
     ++stats_.evictions;
   }
 }

@@ -45,6 +45,7 @@ struct ColdCacheStats {
   uint64_t read_failures = 0;
   uint64_t write_failures = 0;
   uint64_t stall_ns = 0;       // time Get spent waiting for reads
+  uint64_t read_ios = 0;       // read I/Os the store submitted (adjacent pages read together count once)
 };
 
 class ColdPageCache {
@@ -120,7 +121,8 @@ class ColdPageCache {
   std::deque<Op> ops_;
   size_t ops_running_ = 0;  // taken by the I/O thread, not yet done
   std::unordered_map<uint64_t, Entry> entries_;
-  std::list<uint64_t> lru_;  // front = most recently used; only kReady entries
+  std::list<uint64_t> lru_;  // only kReady entries; evicted from the back: pages attention read last, then the
+                             // oldest reads and writes (a read or write enters at the front)
   uint64_t cached_bytes_ = 0;
   std::vector<FailedWrite> failed_writes_;
   ColdCacheStats stats_;

@@ -322,15 +322,24 @@ bool KvPageStore::Fits(std::array<uint64_t, 3> pages) const {
   return true;
 }
 
-void KvPageStore::Prefetch(std::span<const uint64_t> ids) {
-  if (!cold_) return;
+KvPageStore::PrefetchResult KvPageStore::Prefetch(std::span<const uint64_t> ids, uint64_t max_bytes) {
+  PrefetchResult r;
+  if (!cold_) return r;
   thread_local std::vector<uint64_t> cold_ids;
   cold_ids.clear();
   for (uint64_t id : ids) {
     auto it = pages_.find(id);
-    if (it != pages_.end() && it->second.tier == KvTier::kCold) cold_ids.push_back(id);
+    if (it == pages_.end() || it->second.tier != KvTier::kCold) continue;
+    const uint64_t bytes = it->second.record + it->second.length;
+    if (r.bytes + bytes > max_bytes) {
+      r.complete = false;
+      break;
+    }
+    cold_ids.push_back(id);
+    r.bytes += bytes;
   }
   if (!cold_ids.empty()) cold_->Prefetch(cold_ids);
+  return r;
 }
 
 StatusOr<PinnedPage> KvPageStore::Pin(uint64_t id) const {

@@ -159,8 +159,17 @@ class KvPageStore {
   size_t Maintain();
   // Whether `pages` more pages of each class would fit now (home tiers and fallbacks, whole slots).
   bool Fits(std::array<uint64_t, 3> pages) const;
-  // Starts reading the cold ones among `ids` into the cold cache.
-  void Prefetch(std::span<const uint64_t> ids);
+  // Starts reading the cold ones among `ids` into the cold cache (those not cached nor in flight), in order,
+  // while their bytes stay within max_bytes. Returns the bytes of the cold pages taken (read now or before) and
+  // whether every cold page of `ids` was.
+  struct PrefetchResult {
+    uint64_t bytes = 0;
+    bool complete = true;
+  };
+  PrefetchResult Prefetch(std::span<const uint64_t> ids, uint64_t max_bytes = UINT64_MAX);
+  // Bytes of cold pages worth reading ahead of attention: half the cold cache (the rest keeps pages read
+  // earlier); 0 without a cold tier.
+  uint64_t ReadAheadBytes() const { return cold_ ? cold_->capacity_bytes() / 2 : 0; }
 
   // Any thread, during attention.
   StatusOr<PinnedPage> Pin(uint64_t id) const;

@@ -297,8 +297,10 @@ void SequenceKv::Reset() {
   fault_ = Status::Ok();
 }
 
-void SequenceKv::PrefetchLayer(int layer, int from_position) const {
-  if (store_ == nullptr || !store_->has_cold_tier() || layer < 0 || layer >= n_layers_) return;
+uint64_t SequenceKv::ReadAheadBytes() const { return store_ != nullptr ? store_->ReadAheadBytes() : 0; }
+
+KvPageStore::PrefetchResult SequenceKv::PrefetchLayer(int layer, int from_position, uint64_t max_bytes) const {
+  if (store_ == nullptr || !store_->has_cold_tier() || layer < 0 || layer >= n_layers_) return {};
   thread_local std::vector<uint64_t> ids;
   ids.clear();
   const size_t first_page = static_cast<size_t>(std::max(0, from_position) / kPage);
@@ -307,7 +309,7 @@ void SequenceKv::PrefetchLayer(int layer, int from_position) const {
       if (h.full[p].ram == nullptr) ids.push_back(h.full[p].id);
     }
   }
-  if (!ids.empty()) store_->Prefetch(ids);
+  return ids.empty() ? KvPageStore::PrefetchResult{} : store_->Prefetch(ids, max_bytes);
 }
 
 void SequenceKv::SetPageHash(int page_index, uint64_t hash, uint64_t parent) {

@@ -184,7 +184,11 @@ class SequenceKv {
   Status AttachPrefix(std::span<const PrefixEntry* const> entries);
   // Starts reading the cold pages of `layer` (prefetch ahead of attention). Engine thread, outside attention.
   // from_position > 0: pages that end at or before it are not wanted (a sliding-window layer's old pages).
-  void PrefetchLayer(int layer, int from_position = 0) const;
+  // Heads in order, pages in order, while their bytes stay within max_bytes (KvPageStore::Prefetch: the
+  // bytes taken and whether that was all of the layer's cold pages).
+  KvPageStore::PrefetchResult PrefetchLayer(int layer, int from_position = 0, uint64_t max_bytes = UINT64_MAX) const;
+  // Bytes of cold pages worth reading ahead (KvPageStore::ReadAheadBytes); 0 without a cold tier.
+  uint64_t ReadAheadBytes() const;
   // The first fault since the last Reset (OK when none): a cold page that could not be read back.
   Status fault() const;
   uint64_t overflow_bytes() const { return overflow_bytes_; }

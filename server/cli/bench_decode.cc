@@ -106,11 +106,14 @@ int Run(const DecodeArgs& a) {
   std::vector<std::vector<double>> tps(cols.size(), std::vector<double>(contexts.size()));
   for (size_t ci = 0; ci < contexts.size(); ++ci) {
     std::vector<engine::ColdCacheStats> before(cols.size());
+    std::vector<uint64_t> before_read(cols.size());
     for (size_t k = 0; k < cols.size(); ++k) {
       Column& c = cols[k];
       if (Status s = Prefill(**model, *c.kv, tokens, contexts[ci], pool); !s.ok()) return Fail(s, kExitFailure);
       c.store->FlushCold();  // the prefill's writes are on disk before the clock starts
-      before[k] = c.store->Stats().cold_cache;
+      const engine::KvStoreStats st = c.store->Stats();
+      before[k] = st.cold_cache;
+      before_read[k] = st.tiers[2].io.read_bytes;
       c.best = 0;
     }
     std::vector<float> logits;
@@ -141,6 +144,8 @@ int Run(const DecodeArgs& a) {
                       {"cold_cache_late", cc.prefetch_late - before[k].prefetch_late},
                       {"cold_cache_misses", cc.misses - before[k].misses},
                       {"cold_stall_seconds", static_cast<double>(cc.stall_ns - before[k].stall_ns) * 1e-9},
+                      {"cold_read_ios", cc.read_ios - before[k].read_ios},
+                      {"cold_read_bytes", st.tiers[2].io.read_bytes - before_read[k]},
                       {"ratio_vs_first", c.best / tps[0][ci]}});
       if (c.on_disk) rows.back()["ratio_vs_ram"] = c.best / tps[k - 1][ci];
     }
