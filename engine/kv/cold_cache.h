@@ -4,7 +4,9 @@
 // Flow: Write() puts a page's bytes in the cache (pinned: not evictable) and queues the write; once on disk the
 // entry becomes clean and evictable. Prefetch() queues reads of pages not in the cache; Get() returns the bytes,
 // waiting for a read in flight or issuing one (a stall). Operations on one page id reach the disk in the order
-// they were called (one FIFO), so an Erase after a Write never races it.
+// they were called (one FIFO), so an Erase after a Write never races it. Eviction takes the page Get returned
+// last first, then the oldest reads and writes: decode scans a sequence's pages cyclically, and this keeps what
+// fits of them where least-recently-used would keep nothing.
 //
 // Invariants:
 //   - Bytes reach a reader only after the store verified the page's checksum (ColdStore::Read* contract).

@@ -37,6 +37,7 @@ struct Column {
   std::unique_ptr<engine::SequenceKv> kv;
   int32_t next = 1;  // the token its next decode step feeds
   double best = 0;   // tok/s, best round at the current context
+  double seconds = 0;  // timed decode steps at the current context, all rounds
 };
 
 // Appends the tokens [kv.n_tokens(), target) of `tokens` to the sequence, 256 per forward pass.
@@ -115,6 +116,7 @@ int Run(const DecodeArgs& a) {
       before[k] = st.cold_cache;
       before_read[k] = st.tiers[2].io.read_bytes;
       c.best = 0;
+      c.seconds = 0;
     }
     std::vector<float> logits;
     for (int r = 0; r < a.rounds; ++r) {
@@ -125,7 +127,9 @@ int Run(const DecodeArgs& a) {
           if (Status s = (*model)->Forward({&t, 1}, pool, &logits); !s.ok()) return Fail(s, kExitFailure);
           c.next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
         }
-        c.best = std::max(c.best, a.steps / std::chrono::duration<double>(Clock::now() - t0).count());
+        const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+        c.best = std::max(c.best, a.steps / seconds);
+        c.seconds += seconds;
       }
     }
     for (size_t k = 0; k < cols.size(); ++k) {
@@ -133,7 +137,18 @@ int Run(const DecodeArgs& a) {
       tps[k][ci] = c.best;
       const engine::KvStoreStats st = c.store->Stats();
       const engine::ColdCacheStats& cc = st.cold_cache;
-      std::fprintf(stderr, "%s at %d: %.1f tok/s\n", c.name.c_str(), contexts[ci], c.best);
+      const uint64_t read_bytes = st.tiers[2].io.read_bytes - before_read[k];
+      const uint64_t read_ios = cc.read_ios - before[k].read_ios;
+      const double steps = static_cast<double>(a.steps) * a.rounds;
+      if (c.on_disk && read_ios > 0) {
+        // What the disk delivered while the timed steps ran: the bound on tok/s when every step reads this much.
+        std::fprintf(stderr, "%s at %d: %.1f tok/s; read %.1f MB a step from disk in %.0f KiB I/Os, %.0f MB/s\n",
+                     c.name.c_str(), contexts[ci], c.best, static_cast<double>(read_bytes) / steps / 1e6,
+                     static_cast<double>(read_bytes) / static_cast<double>(read_ios) / 1024,
+                     static_cast<double>(read_bytes) / c.seconds / 1e6);
+      } else {
+        std::fprintf(stderr, "%s at %d: %.1f tok/s\n", c.name.c_str(), contexts[ci], c.best);
+      }
       rows.push_back({{"config", c.name}, {"format", c.format}, {"cold", c.on_disk}, {"ctx", contexts[ci]},
                       {"tokens_per_second", c.best}, {"kv_bits_per_value", c.layout->bits_per_value()},
                       {"kv_bytes", c.kv->bytes()},
@@ -144,8 +159,9 @@ int Run(const DecodeArgs& a) {
                       {"cold_cache_late", cc.prefetch_late - before[k].prefetch_late},
                       {"cold_cache_misses", cc.misses - before[k].misses},
                       {"cold_stall_seconds", static_cast<double>(cc.stall_ns - before[k].stall_ns) * 1e-9},
-                      {"cold_read_ios", cc.read_ios - before[k].read_ios},
-                      {"cold_read_bytes", st.tiers[2].io.read_bytes - before_read[k]},
+                      {"cold_read_ios", read_ios},
+                      {"cold_read_bytes", read_bytes},
+                      {"cold_read_bytes_per_second", c.seconds > 0 ? static_cast<double>(read_bytes) / c.seconds : 0.0},
                       {"ratio_vs_first", c.best / tps[0][ci]}});
       if (c.on_disk) rows.back()["ratio_vs_ram"] = c.best / tps[k - 1][ci];
     }
