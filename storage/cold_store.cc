@@ -20,7 +20,7 @@ uint64_t ColdStore::SlotOffset(uint64_t slot) const {
 }
 
 uint32_t ColdStore::SlotsFor(uint32_t payload_bytes) const {
-  return static_cast<uint32_t>((uint64_t{PageIoBytes(payload_bytes)} + slot_bytes_ - 1) / slot_bytes_);
+  return storage::SlotsFor(payload_bytes, slot_bytes_);
 }
 
 uint64_t ColdStore::ExtentOf(uint64_t slot) const {

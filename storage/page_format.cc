@@ -22,6 +22,10 @@ uint32_t PageIoBytes(uint32_t payload_bytes) {
   return static_cast<uint32_t>(AlignUp(uint64_t{kPageHeaderBytes} + payload_bytes, kIoAlignment));
 }
 
+uint32_t SlotsFor(uint32_t payload_bytes, uint32_t slot_bytes) {
+  return static_cast<uint32_t>((uint64_t{PageIoBytes(payload_bytes)} + slot_bytes - 1) / slot_bytes);
+}
+
 uint32_t EncodePage(uint64_t page_id, uint64_t sequence, std::span<const std::byte> payload,
                     std::span<std::byte> out) {
   const auto length = static_cast<uint32_t>(payload.size());

@@ -52,6 +52,9 @@ static_assert(sizeof(FileHeader) == 64);
 // Bytes one page occupies on disk and in a read: header + payload rounded up to kIoAlignment.
 uint32_t PageIoBytes(uint32_t payload_bytes);
 
+// Consecutive slots of `slot_bytes` (> 0) one page of `payload_bytes` spans: ceil(PageIoBytes / slot_bytes).
+uint32_t SlotsFor(uint32_t payload_bytes, uint32_t slot_bytes);
+
 // Writes header and payload into `out` (at least PageIoBytes(payload.size()) bytes), zeroing the padding.
 // Returns the checksum stored.
 uint32_t EncodePage(uint64_t page_id, uint64_t sequence, std::span<const std::byte> payload,

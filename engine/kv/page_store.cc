@@ -153,7 +153,7 @@ KvPageStore::~KvPageStore() = default;
 
 uint64_t KvPageStore::SlotsOf(KvTier t, uint32_t bytes) const {
   if (t != KvTier::kCold) return 1;
-  return (storage::PageIoBytes(bytes) + slot_bytes_[2] - 1) / slot_bytes_[2];  // ColdStore::SlotsFor
+  return storage::SlotsFor(bytes, static_cast<uint32_t>(slot_bytes_[2]));
 }
 
 bool KvPageStore::HasRoom(KvTier t, uint32_t length, const PageInfo& info) const {
