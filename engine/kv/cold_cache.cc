@@ -112,9 +112,7 @@ StatusOr<PageBytes> ColdPageCache::Get(uint64_t id) {
   stats_.stall_ns += static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
   if (!wait->status.ok()) return wait->status;
-  if (auto done = entries_.find(id); done != entries_.end() && done->second.wait == nullptr) {
-    TouchLocked(done->second, id);  // used now, like a hit
-  }
+  if (auto done = entries_.find(id); done != entries_.end()) TouchLocked(done->second, id);  // used now, like a hit
   return wait->bytes;
 }
 
