@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <cmath>
 
+#include "engine/llm/read_ahead.h"
 #include "kernels/cpu/matmul.h"
 
 namespace tq::engine {
@@ -219,19 +220,11 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
   for (const BatchToken& t : batch) {
     if (std::find(seqs.begin(), seqs.end(), t.kv) == seqs.end()) seqs.push_back(t.kv);
   }
-  // Cold pages read ahead of attention, within a budget of bytes (half the cold cache) so that what was read is
-  // still cached when its layer comes: the layer about to be attended entirely (what the read-ahead left out),
-  // then the next layers while the budget lasts, the last of them perhaps in part (taken up again at the next
-  // layer). Past the last layer it goes on with the first layers of the next step (the same pages; the new
-  // token's are in RAM), so a step does not start by waiting for the disk. A sliding-window layer needs only
-  // the pages its first row's window reaches.
+  // Cold pages read ahead of attention (ColdReadAhead has the plan). A sliding-window layer needs only the
+  // pages its first row's window reaches.
   uint64_t read_ahead = 0;
   for (SequenceKv* kv : seqs) read_ahead = std::max(read_ahead, kv->ReadAheadBytes());
-  std::vector<uint64_t> taken(2 * hp.n_layers, 0);  // cold bytes prefetched per layer (then per next-step layer)
-  int next_prefetch = 0;     // next layer to read ahead; from n_layers on, layer next_prefetch - n_layers of the next step
-  uint64_t ahead_bytes = 0;  // cold bytes prefetched and not yet attended
-  // Prefetches layer index i (< 2 * n_layers) up to `limit` bytes in all; true when the whole layer is taken.
-  const auto issue = [&](int i, uint64_t limit) {
+  ColdReadAhead ahead(hp.n_layers, read_ahead, [&](int i, uint64_t limit) {
     const bool next_step = i >= hp.n_layers;
     const int l = next_step ? i - hp.n_layers : i;
     KvPageStore::PrefetchResult all;
@@ -243,24 +236,9 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
       all.complete = all.complete && r.complete;
       if (!r.complete) break;
     }
-    ahead_bytes += all.bytes - std::min(all.bytes, taken[i]);
-    taken[i] = std::max(taken[i], all.bytes);
-    return all.complete;
-  };
-  const auto prefetch = [&](int layer) {  // layer: the one about to be attended
-    if (read_ahead == 0) return;
-    if (layer >= 0) {
-      issue(layer, UINT64_MAX);
-      if (next_prefetch <= layer) next_prefetch = layer + 1;
-    }
-    while (next_prefetch < 2 * hp.n_layers && ahead_bytes < read_ahead) {
-      if (next_prefetch >= hp.n_layers && next_prefetch - hp.n_layers >= layer) break;  // still to come this step
-      const int i = next_prefetch;
-      if (!issue(i, taken[i] + (read_ahead - ahead_bytes))) break;  // the rest at the next layer
-      ++next_prefetch;
-    }
-  };
-  prefetch(-1);
+    return all;
+  });
+  ahead.Start();
   // RoPE angles per token, computed once for all layers: [B][n_rot / 2] cos and sin.
   // Sliding-window layers may use their own base: a second set of angles then.
   const int half = hp.n_rot / 2;
@@ -280,7 +258,7 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
 
   for (int l = 0; l < hp.n_layers; ++l) {
     const LayerWeights& L = weights_.layers[l];
-    prefetch(l);
+    ahead.BeforeLayer(l);
     RmsNorm(x.data(), F32(L.attn_norm), B, E, hp.rms_eps, xn.data());
     const Product qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};
     MatMuls(qkv, xn.data(), B, pool);
@@ -328,7 +306,7 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
       }
     });
     for (SequenceKv* kv : seqs) kv->FinishLayerPass(l);
-    ahead_bytes -= std::min(ahead_bytes, taken[l]);
+    ahead.AfterLayer(l);
     if (failed) return first_error;
     MatMul(L.wo, attn.data(), B, tmp.data(), pool);
     if (L.post_attn_norm.present()) RmsNorm(tmp.data(), F32(L.post_attn_norm), B, E, hp.rms_eps, tmp.data());
