@@ -2,8 +2,9 @@
 // chosen once per call by HWY_DYNAMIC_DISPATCH). Same math as attention_ref.cc, fp32 accumulation.
 //
 // Codes are decoded 16 tokens at a time: one load of a 16-byte row (one byte per token), shifts, and an in-register
-// table lookup (AVX-512: vpermps over a 16-entry centroid table; AVX2: two vpermps and a blend; other targets: a
-// gather). Scores accumulate per token group in registers (group-outer loop); values accumulate per coordinate in
+// table lookup (AVX-512: vpermps over a 16-entry centroid table; AVX2: 4-bit codes by two byte shuffles of the
+// table's binary16 bytes and one conversion per 8 tokens, other widths by two vpermps and a blend; other targets:
+// a gather). Scores accumulate per token group in registers (group-outer loop); values accumulate per coordinate in
 // lane-wise registers over all groups of a page (coordinate-outer loop) and are reduced across lanes once per call.
 #include <algorithm>
 #include <cassert>
@@ -49,6 +50,9 @@ struct Lut {
   alignas(64) float table16[16];
   const float* table256 = nullptr;
   VF lo, hi;  // table16[0..kN) and table16[kN..2kN) where they fit in registers
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+  __m128i half_lo, half_hi;  // low and high bytes of the 16 entries as binary16 (exact: Codebook's tables are)
+#endif
 };
 
 Lut MakeLut(const std::vector<float>& table) {
@@ -62,6 +66,14 @@ Lut MakeLut(const std::vector<float>& table) {
   const DF df;
   lut.lo = hn::LoadU(df, lut.table16);
   lut.hi = kN < 16 ? hn::LoadU(df, lut.table16 + kN) : lut.lo;
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+  // Halves [l0 h0 l1 h1 ...] -> [l0 .. l7 | h0 .. h7] per 8 entries, then the low and the high bytes of all 16.
+  const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m128i a = _mm_shuffle_epi8(_mm256_cvtps_ph(lut.lo.raw, _MM_FROUND_TO_NEAREST_INT), split);
+  const __m128i b = _mm_shuffle_epi8(_mm256_cvtps_ph(lut.hi.raw, _MM_FROUND_TO_NEAREST_INT), split);
+  lut.half_lo = _mm_unpacklo_epi64(a, b);
+  lut.half_hi = _mm_unpackhi_epi64(a, b);
+#endif
   return lut;
 }
 
@@ -89,6 +101,45 @@ HWY_INLINE VF Lookup(const Lut& lut, VI idx) {
 }
 
 HWY_INLINE VI LoadBytes(const uint8_t* p) { return hn::PromoteTo(DI(), hn::LoadU(DU8(), p)); }
+
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+// AVX2 lookups of 4-bit codes, 16 tokens at a time: a byte per token holds the code index (bits 0-3; bit 7
+// clear), two byte shuffles give the binary16 entries' low and high bytes, interleaved they are 8 halves
+// per block, converted by one vcvtph2ps. v[b] = table[index] for tokens [8b, 8b + 8).
+HWY_INLINE void DecodeIndexRow(const Lut& lut, __m128i idx, VF v[2]) {
+  const __m128i lo = _mm_shuffle_epi8(lut.half_lo, idx);
+  const __m128i hi = _mm_shuffle_epi8(lut.half_hi, idx);
+  v[0] = VF{_mm256_cvtph_ps(_mm_unpacklo_epi8(lo, hi))};
+  v[1] = VF{_mm256_cvtph_ps(_mm_unpackhi_epi8(lo, hi))};
+}
+
+HWY_INLINE __m128i LoadRow(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+
+// Byte shifts by whole 16-bit lanes: the mask taken afterwards removes what crossed from the neighbouring byte.
+template <int kShift>
+HWY_INLINE __m128i ShiftBytes(__m128i x) {
+  if constexpr (kShift > 0) return _mm_srli_epi16(x, kShift);
+  return x;
+}
+
+// Code indices of coordinate K of unit u for the 16 tokens of a group, one byte each (the bytes of IndexAt).
+// Tables are replicated to 16 entries, so index bits above the code width need not be cleared, only bit 7.
+// 4-bit code indices of coordinate K (0 or 1) of unit u for the 16 tokens of a group, one byte each.
+template <int kBits, int K>
+HWY_INLINE __m128i IndexRow(const uint8_t* seg, int /*dims*/, int u) {
+  static_assert(kBits == 4 && K < 2);
+  const __m128i row = LoadRow(seg + static_cast<size_t>(u) * kGroupTokens);
+  return _mm_and_si128(ShiftBytes<K * kBits>(row), _mm_set1_epi8(0x0F));
+}
+
+// 4-bit codes only: the byte-shuffle lookup of 3-bit codes (indices put together from the two planes) measured
+// no faster than one vpermps, and for 1- and 2-bit codes one vpermps is already less work.
+template <int kBits>
+constexpr bool kShuffleLookup = kBits == 4 && kBlocks == 2;
+#else
+template <int kBits>
+constexpr bool kShuffleLookup = false;
+#endif
 
 // Coordinates per unit of a code width: the smallest run of coordinates whose rows are self-contained.
 template <int kBits>
@@ -169,9 +220,39 @@ HWY_INLINE void ScoreUnit(const uint8_t* seg, size_t group_bytes, int dims, int 
   }
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+// ScoreUnit with the byte-shuffle lookup (kShuffleLookup).
+template <int kBits, int G, int kGroups, int K = 0>
+HWY_INLINE void ScoreUnitShuffled(const uint8_t* seg, size_t group_bytes, int dims, int u, const Lut& lut,
+                                  const float* const* q, ScoreAcc<G, kGroups>& acc) {
+  if constexpr (K < UnitDims<kBits>()) {
+    const int i = u * UnitDims<kBits>() + K;
+    for (int j = 0; j < kGroups; ++j) {
+      VF v[kBlocks];
+      DecodeIndexRow(lut, IndexRow<kBits, K>(seg + j * group_bytes, dims, u), v);
+      for (int g = 0; g < G; ++g) {
+        const VF qv = hn::Set(DF(), q[g][i]);
+        for (size_t b = 0; b < kBlocks; ++b) acc[g][j][b] = hn::MulAdd(v[b], qv, acc[g][j][b]);
+      }
+    }
+    ScoreUnitShuffled<kBits, G, kGroups, K + 1>(seg, group_bytes, dims, u, lut, q, acc);
+  }
+}
+#else
+template <int kBits, int G, int kGroups>
+HWY_INLINE void ScoreUnitShuffled(const uint8_t*, size_t, int, int, const Lut&, const float* const*,
+                                  ScoreAcc<G, kGroups>&) {}
+#endif
+
 template <int kBits, int G, int kGroups>
 HWY_INLINE void ScoreCodes(const uint8_t* seg, size_t group_bytes, int dims, const Lut& lut, const float* const* q,
                            ScoreAcc<G, kGroups>& acc) {
+  if constexpr (kShuffleLookup<kBits>) {
+    for (int u = 0; u < dims / UnitDims<kBits>(); ++u) {
+      ScoreUnitShuffled<kBits, G, kGroups>(seg, group_bytes, dims, u, lut, q, acc);
+    }
+    return;
+  }
   for (int u = 0; u < dims / UnitDims<kBits>(); ++u) {
     ScoreUnit<kBits, G, kGroups>(seg, group_bytes, dims, u, lut, q, acc);
   }
@@ -248,6 +329,22 @@ HWY_INLINE void AccumulateUnit(const uint8_t* codes, size_t group_bytes, size_t 
     }
     auto step = [&](int par, int grp) HWY_ATTR {
       const uint8_t* seg = codes + grp * group_bytes + seg_offset;
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+      if constexpr (kShuffleLookup<kBits>) {
+        VF v[kP][kBlocks];  // [coordinate][block]
+        static_assert(kP <= 2);
+        DecodeIndexRow(lut, IndexRow<kBits, K>(seg, dims, u), v[0]);
+        if constexpr (kP == 2) DecodeIndexRow(lut, IndexRow<kBits, K + 1>(seg, dims, u), v[1]);
+        for (size_t b = 0; b < kBlocks; ++b) {
+          const size_t t = static_cast<size_t>(grp) * kGroupTokens + b * kN;
+          for (int g = 0; g < G; ++g) {
+            const VF wv = hn::LoadU(df, w + g * kPageTokens + t);
+            for (int c = 0; c < kP; ++c) r[par][c][g] = hn::MulAdd(v[c][b], wv, r[par][c][g]);
+          }
+        }
+        return;
+      }
+#endif
       for (size_t b = 0; b < kBlocks; ++b) {
         VF v[kP];
         LookupPass<kBits, K, kP>(lut, seg, dims, u, b, v);

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <utility>
 
+#include "kernels/weights/half.h"
+
 namespace tq::kernels {
 
 int Codebook::Quantize(float t) const {
@@ -103,18 +105,26 @@ Codebook ComputeCodebook(int dim, int bits) {
     c[i] = -v;
     c[levels - 1 - i] = v;
   }
+  // 4-bit tables are rounded to binary16 values (relative change <= 2^-11): the AVX2 kernel then looks up 16
+  // codes at once with two byte shuffles (the table's low and high bytes) and one conversion, where 32-bit
+  // entries take two permutes and a blend per 8 codes. The MSE this adds is ~1e-7 of the vector's energy.
+  if (bits == 4) {
+    for (double& v : c) v = HalfToFloat(FloatToHalf(static_cast<float>(v)));
+  }
   Codebook book;
   book.dim = dim;
   book.bits = bits;
-  double kept = 0.0;  // sum_i c_i^2 P_i; by the centroid condition E(t - c)^2 = E t^2 - kept, E t^2 = 1 / dim
+  // E(t - c(t))^2 = E t^2 - sum_i (2 c_i M_i - c_i^2 P_i) over the cells (M_i the first moment, P_i the mass),
+  // E t^2 = 1 / dim; exact also for centroids moved off the cells' means by the rounding.
+  double gain = 0.0;
   for (int i = 0; i < levels; ++i) {
     const double lo = i == 0 ? -law.limit() : 0.5 * (c[i - 1] + c[i]);
     const double hi = i == levels - 1 ? law.limit() : 0.5 * (c[i] + c[i + 1]);
-    kept += c[i] * c[i] * (law.Mass(hi) - law.Mass(lo));
+    gain += 2.0 * c[i] * (law.Moment(hi) - law.Moment(lo)) - c[i] * c[i] * (law.Mass(hi) - law.Mass(lo));
     book.centroids.push_back(static_cast<float>(c[i]));
     if (i > 0) book.boundaries.push_back(static_cast<float>(0.5 * (c[i - 1] + c[i])));
   }
-  book.expected_mse = dim * (1.0 / dim - kept);
+  book.expected_mse = dim * (1.0 / dim - gain);
   return book;
 }
 
