@@ -12,6 +12,7 @@
 #include "kernels/formats/page.h"
 #include "kernels/formats/rng.h"
 #include "kernels/formats/rotation.h"
+#include "kernels/weights/half.h"
 
 namespace tq::kernels {
 namespace {
@@ -87,6 +88,19 @@ TEST(Codebook, ExpectedMseNearPaperFigures) {
   EXPECT_NEAR(LloydMaxCodebook(128, 4).expected_mse, 0.0095, 0.0003);
   EXPECT_GT(LloydMaxCodebook(128, 8).expected_mse, 0.0);
   EXPECT_LT(LloydMaxCodebook(128, 8).expected_mse, 1e-4);
+}
+
+// The AVX2 attention kernel looks 4-bit codes up as binary16: the tables must be exactly representable, and the
+// rounding must cost (next to) nothing: within 0.1% of the unrounded quantizer's MSE at d = 128.
+TEST(Codebook, FourBitTablesAreBinary16ValuesAtNoCost) {
+  for (int dim : {16, 48, 64, 80, 96, 128, 256}) {
+    const Codebook& book = LloydMaxCodebook(dim, 4);
+    for (float c : book.centroids) EXPECT_EQ(HalfToFloat(FloatToHalf(c)), c) << dim;
+    for (size_t i = 0; i + 1 < book.centroids.size(); ++i) {
+      EXPECT_FLOAT_EQ(book.boundaries[i], 0.5f * (book.centroids[i] + book.centroids[i + 1]));
+    }
+  }
+  EXPECT_NEAR(LloydMaxCodebook(128, 4).expected_mse, 0.009315, 0.00001);  // 0.009315 before the rounding
 }
 
 TEST(Codebook, IsCachedAndQuantizesToNearest) {
