@@ -436,9 +436,10 @@ HWY_INLINE VF LoadNorms(const uint8_t* page, const CodeLayout& layout, int slot,
 // past `groups` up to the page's 8 groups (pages are always full size; the extra scores are ignored).
 // One segment of a K page: scores[g][t] += factor(t) * q[g] . value(t) over the page's first `groups` groups, in
 // passes of ScoreGroupsPerPass groups (a pass may run past `groups` up to the page's 8; those scores are ignored).
+// `first`: the page's first segment, which writes the scores instead of adding to them.
 template <int G, bool kCodes>
 HWY_NOINLINE void ScoreSegment(const Plan& plan, const PlannedPage& page, const CodeSegment& seg, const Lut& lut,
-                               const float* const* q, int groups, float* scores) {
+                               const float* const* q, int groups, bool first, float* scores) {
   constexpr int kGroups = ScoreGroupsPerPass<G, kCodes>();
   const DF df;
   const CodeLayout& layout = page.k_codec->layout();
@@ -479,7 +480,8 @@ HWY_NOINLINE void ScoreSegment(const Plan& plan, const PlannedPage& page, const 
         }
         for (int g = 0; g < G; ++g) {
           float* out = scores + g * kPageTokens + t;
-          hn::StoreU(hn::MulAdd(acc[g][j][b], factor, hn::LoadU(df, out)), df, out);
+          const VF part = hn::Mul(acc[g][j][b], factor);
+          hn::StoreU(first ? part : hn::Add(part, hn::LoadU(df, out)), df, out);
         }
       }
     }
@@ -493,7 +495,6 @@ void ScorePage(const Plan& plan, const PlannedPage& page, int q0, int groups, fl
   const int d = plan.head_dim;
   const KvCodec& codec = *page.k_codec;
   const CodeLayout& layout = codec.layout();
-  for (int g = 0; g < G; ++g) std::fill(scores + g * kPageTokens, scores + (g + 1) * kPageTokens, 0.0f);
   for (size_t s = 0; s < layout.segments.size(); ++s) {
     const CodeSegment& seg = layout.segments[s];
     const float* q[G];
@@ -501,9 +502,10 @@ void ScorePage(const Plan& plan, const PlannedPage& page, int q0, int groups, fl
       q[g] = plan.domains[page.k_domains[s]].q.data() + static_cast<size_t>(q0 + g) * d + seg.first;
     }
     if (seg.domain == CodeDomain::kPlain) {
-      ScoreSegment<G, false>(plan, page, seg, Lut{}, q, groups, scores);
+      ScoreSegment<G, false>(plan, page, seg, Lut{}, q, groups, s == 0, scores);
     } else {
-      ScoreSegment<G, true>(plan, page, seg, MakeLut(codec.SegmentTable(static_cast<int>(s))), q, groups, scores);
+      ScoreSegment<G, true>(plan, page, seg, MakeLut(codec.SegmentTable(static_cast<int>(s))), q, groups, s == 0,
+                            scores);
     }
   }
 }
