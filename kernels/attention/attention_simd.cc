@@ -102,6 +102,29 @@ HWY_INLINE VF Lookup(const Lut& lut, VI idx) {
 
 HWY_INLINE VI LoadBytes(const uint8_t* p) { return hn::PromoteTo(DI(), hn::LoadU(DU8(), p)); }
 
+// The bytes (norms and codes) of the next page, asked for a few cache lines at a time over the work of this one:
+// a page's lines asked for at once (70 for a tq4 K page, 256 for f16) fill the core's miss buffers and stall it
+// on the prefetch instructions themselves.
+struct PagePrefetch {
+  const uint8_t* next = nullptr;
+  const uint8_t* end = nullptr;
+  size_t lines_per_step = 0;
+
+  // [begin, begin + bytes) over about `steps` calls of Step.
+  void Start(const uint8_t* begin, size_t bytes, int steps) {
+    next = begin;
+    end = begin + bytes;
+    const size_t lines = (bytes + 63) / 64;
+    lines_per_step = (lines + std::max(steps, 1) - 1) / std::max(steps, 1);
+  }
+  HWY_INLINE void Step() {
+    for (size_t i = 0; i < lines_per_step && next < end; ++i, next += 64) hwy::Prefetch(next);
+  }
+  void Finish() {
+    for (; next < end; next += 64) hwy::Prefetch(next);
+  }
+};
+
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
 // AVX2 lookups of 4-bit codes, 16 tokens at a time: a byte per token holds the code index (bits 0-3; bit 7
 // clear), two byte shuffles give the binary16 entries' low and high bytes, interleaved they are 8 halves
@@ -142,9 +165,10 @@ constexpr bool kShuffleLookup = false;
 #endif
 
 // Coordinates per unit of a code width: the smallest run of coordinates whose rows are self-contained.
+constexpr int UnitDimsOf(int bits) { return bits == 3 ? 8 : bits == 8 ? 2 : 8 / bits; }
 template <int kBits>
 constexpr int UnitDims() {
-  return kBits == 3 ? 8 : kBits == 8 ? 2 : 8 / kBits;
+  return UnitDimsOf(kBits);
 }
 
 // Code indices of coordinate K of unit u for tokens [b * kN, b * kN + kN) of a group. `seg` points at the segment's
@@ -379,8 +403,9 @@ HWY_INLINE void AccumulateUnit(const uint8_t* codes, size_t group_bytes, size_t 
 template <int kBits, int G>
 HWY_NOINLINE void AccumulateCodes(const uint8_t* codes, size_t group_bytes, const CodeSegment& seg,
                                   const GroupList& groups, const Lut& lut, const float* w, float* acc,
-                                  int head_dim) {
+                                  int head_dim, PagePrefetch& pf) {
   for (int u = 0; u < seg.dims / UnitDims<kBits>(); ++u) {
+    pf.Step();
     AccumulateUnit<kBits, G>(codes, group_bytes, seg.group_offset, seg.dims, u, groups, lut, w,
                              acc + static_cast<size_t>(seg.first) * kN, head_dim);
   }
@@ -389,10 +414,12 @@ HWY_NOINLINE void AccumulateCodes(const uint8_t* codes, size_t group_bytes, cons
 // f16 (kHalf) or int8 values, four coordinates per pass.
 template <int G, bool kHalf>
 HWY_NOINLINE void AccumulatePlain(const uint8_t* codes, size_t group_bytes, const CodeSegment& seg,
-                                  const GroupList& groups, const float* w, float* acc, int head_dim) {
+                                  const GroupList& groups, const float* w, float* acc, int head_dim,
+                                  PagePrefetch& pf) {
   const DF df;
   constexpr int kDims = 4;
   for (int i0 = 0; i0 < seg.dims; i0 += kDims) {
+    pf.Step();
     VF r[kDims][G];
     for (int c = 0; c < kDims; ++c) {
       for (int g = 0; g < G; ++g) r[c][g] = hn::Zero(df);
@@ -439,13 +466,14 @@ HWY_INLINE VF LoadNorms(const uint8_t* page, const CodeLayout& layout, int slot,
 // `first`: the page's first segment, which writes the scores instead of adding to them.
 template <int G, bool kCodes>
 HWY_NOINLINE void ScoreSegment(const Plan& plan, const PlannedPage& page, const CodeSegment& seg, const Lut& lut,
-                               const float* const* q, int groups, bool first, float* scores) {
+                               const float* const* q, int groups, bool first, float* scores, PagePrefetch& pf) {
   constexpr int kGroups = ScoreGroupsPerPass<G, kCodes>();
   const DF df;
   const CodeLayout& layout = page.k_codec->layout();
   const size_t gb = layout.group_bytes;
   const int passes = (groups + kGroups - 1) / kGroups;
   for (int pass = 0; pass < passes; ++pass) {
+    pf.Step();
     const int grp0 = pass * kGroups;
     const uint8_t* rows = page.k + layout.codes_offset + grp0 * gb + seg.group_offset;
     ScoreAcc<G, kGroups> acc;
@@ -491,7 +519,7 @@ HWY_NOINLINE void ScoreSegment(const Plan& plan, const PlannedPage& page, const 
 // scores: [G][kPageTokens], filled for the page's first `groups` groups (scaled by plan.scale); entries past
 // `groups` may be written too (pages are always full size; the extra scores are ignored).
 template <int G>
-void ScorePage(const Plan& plan, const PlannedPage& page, int q0, int groups, float* scores) {
+void ScorePage(const Plan& plan, const PlannedPage& page, int q0, int groups, float* scores, PagePrefetch& pf) {
   const int d = plan.head_dim;
   const KvCodec& codec = *page.k_codec;
   const CodeLayout& layout = codec.layout();
@@ -502,10 +530,10 @@ void ScorePage(const Plan& plan, const PlannedPage& page, int q0, int groups, fl
       q[g] = plan.domains[page.k_domains[s]].q.data() + static_cast<size_t>(q0 + g) * d + seg.first;
     }
     if (seg.domain == CodeDomain::kPlain) {
-      ScoreSegment<G, false>(plan, page, seg, Lut{}, q, groups, s == 0, scores);
+      ScoreSegment<G, false>(plan, page, seg, Lut{}, q, groups, s == 0, scores, pf);
     } else {
       ScoreSegment<G, true>(plan, page, seg, MakeLut(codec.SegmentTable(static_cast<int>(s))), q, groups, s == 0,
-                            scores);
+                            scores, pf);
     }
   }
 }
@@ -513,7 +541,7 @@ void ScorePage(const Plan& plan, const PlannedPage& page, int q0, int groups, fl
 // p: [G][kPageTokens] softmax numerators (0 where skipped or past n).
 template <int G>
 void AccumulatePage(const Plan& plan, const PlannedPage& page, unsigned groups, const float* p,
-                    std::vector<std::vector<float>>& acc) {
+                    std::vector<std::vector<float>>& acc, PagePrefetch& pf) {
   const GroupList list(groups);
   const DF df;
   const int d = plan.head_dim;
@@ -541,29 +569,42 @@ void AccumulatePage(const Plan& plan, const PlannedPage& page, unsigned groups, 
     }
     if (seg.domain == CodeDomain::kPlain) {
       if (seg.bits == 16) {
-        AccumulatePlain<G, true>(codes, layout.group_bytes, seg, list, w, a, d);
+        AccumulatePlain<G, true>(codes, layout.group_bytes, seg, list, w, a, d, pf);
       } else {
-        AccumulatePlain<G, false>(codes, layout.group_bytes, seg, list, w, a, d);
+        AccumulatePlain<G, false>(codes, layout.group_bytes, seg, list, w, a, d, pf);
       }
       continue;
     }
     const Lut lut = MakeLut(codec.SegmentTable(static_cast<int>(s)));
     switch (seg.bits) {
-      case 1: AccumulateCodes<1, G>(codes, layout.group_bytes, seg, list, lut, w, a, d); break;
-      case 2: AccumulateCodes<2, G>(codes, layout.group_bytes, seg, list, lut, w, a, d); break;
-      case 3: AccumulateCodes<3, G>(codes, layout.group_bytes, seg, list, lut, w, a, d); break;
-      case 4: AccumulateCodes<4, G>(codes, layout.group_bytes, seg, list, lut, w, a, d); break;
-      case 8: AccumulateCodes<8, G>(codes, layout.group_bytes, seg, list, lut, w, a, d); break;
+      case 1: AccumulateCodes<1, G>(codes, layout.group_bytes, seg, list, lut, w, a, d, pf); break;
+      case 2: AccumulateCodes<2, G>(codes, layout.group_bytes, seg, list, lut, w, a, d, pf); break;
+      case 3: AccumulateCodes<3, G>(codes, layout.group_bytes, seg, list, lut, w, a, d, pf); break;
+      case 4: AccumulateCodes<4, G>(codes, layout.group_bytes, seg, list, lut, w, a, d, pf); break;
+      case 8: AccumulateCodes<8, G>(codes, layout.group_bytes, seg, list, lut, w, a, d, pf); break;
     }
   }
 }
 
-// Asks for the bytes (norms and codes) of a page ahead of use: about a page of work (1-2 us) hides the memory
-// latency that the hardware prefetchers leave exposed where a stream crosses into the next page.
-void PrefetchPage(const uint8_t* bytes, const KvCodec* codec, int num_tokens) {
+// Sets pf to ask for the bytes (norms and codes) of a page ahead of its use, spread over the steps of the work
+// before it (a page of work, 1-2 us, hides the memory latency that the hardware prefetchers leave exposed where a
+// stream crosses into the next page). Steps: the score passes of a K page (`score`), the value passes of a V page.
+template <int G>
+void StartPrefetch(PagePrefetch& pf, const uint8_t* bytes, const KvCodec* codec, int num_tokens, bool score,
+                   int groups) {
   const CodeLayout& layout = codec->layout();
   const size_t used = layout.codes_offset + layout.group_bytes * ((num_tokens + kGroupTokens - 1) / kGroupTokens);
-  for (size_t off = layout.norms_offset; off < used; off += 64) hwy::Prefetch(bytes + off);
+  int steps = 0;
+  for (const CodeSegment& seg : layout.segments) {
+    const bool plain = seg.domain == CodeDomain::kPlain;
+    if (score) {
+      const int per_pass = plain ? ScoreGroupsPerPass<G, false>() : ScoreGroupsPerPass<G, true>();
+      steps += (groups + per_pass - 1) / per_pass;
+    } else {
+      steps += plain ? seg.dims / 4 : seg.dims / UnitDimsOf(seg.bits);  // AccumulatePlain's, AccumulateCodes' passes
+    }
+  }
+  pf.Start(bytes + layout.norms_offset, used - layout.norms_offset, steps);
 }
 
 // Query heads [q0, q0 + G) over the first token_limit tokens; writes out[q0 .. q0 + G).
@@ -595,8 +636,10 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
     if (n <= 0) break;
     if (before >= n) continue;  // the whole page is before the window
     const int groups = (n + kGroupTokens - 1) / kGroupTokens;
-    if (next != nullptr) PrefetchPage(next->k, next->k_codec, next->num_tokens);
-    ScorePage<G>(plan, page, q0, groups, scores);
+    PagePrefetch pf;
+    if (next != nullptr) StartPrefetch<G>(pf, next->k, next->k_codec, next->num_tokens, true, groups);
+    ScorePage<G>(plan, page, q0, groups, scores, pf);
+    pf.Finish();
     VF vm[G];
     for (int g = 0; g < G; ++g) {
       float* s = scores + g * kPageTokens;
@@ -658,8 +701,10 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
     // Padding lanes and tokens before the window have zero numerators: not counted as skipped.
     skipped += hn::GetLane(hn::SumOfLanes(DI(), skip_count)) -
                (threshold > 0.0f ? static_cast<int64_t>(G) * (groups * kGroupTokens - n + before) : 0);
-    if (next != nullptr) PrefetchPage(next->v, next->v_codec, next->num_tokens);
-    if (active != 0) AccumulatePage<G>(plan, page, active, p, acc);
+    pf = PagePrefetch{};
+    if (next != nullptr) StartPrefetch<G>(pf, next->v, next->v_codec, next->num_tokens, false, groups);
+    if (active != 0) AccumulatePage<G>(plan, page, active, p, acc, pf);
+    pf.Finish();
   }
   if (stats != nullptr) {
     stats->scored += scored;
