@@ -55,7 +55,7 @@ seeds=${TQSERVE_SEEDS:-$shared/seeds}
 
 # 1. Build tqserve (and the prefill/decode driver of bench/matmul/vs_llama.py when llama.cpp is there to compare).
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/tqserve/ccache}
-targets=(tqserve)
+targets=(tqserve bench_cold_tier)
 llama_python=""
 # llama.cpp's own llama-bench, when scripts/build-llama-server.sh has built it: the speed section's llama.cpp side.
 llama_bench=${TQSERVE_LLAMA_BENCH:-$HOME/.cache/tqserve/llama-server/build-0.3.36/bin/llama-bench}

@@ -237,6 +237,9 @@ def section_memory(a, s, rep):
     rep["memory"] = {"budget_mib": BUDGET_MIB, "rows": rows}
 
 
+COLD_SMALL_CACHE = 8 << 20  # bytes: far below the cold pages of one 4096-token sequence
+
+
 def section_speed(a, s, rep):
     sp = {}
     rep["speed"] = sp
@@ -255,6 +258,20 @@ def section_speed(a, s, rep):
                                                    "--formats", "uniform:f16,uniform:tq4", "--kv-cold-dir", d,
                                                    "--steps", str(s["decode_steps"]), "--rounds",
                                                    str(s["decode_rounds"]), "--json"])}
+        save(a, rep)
+        # The cold cache smaller than the working set (every step streams the cold pages from disk), beside
+        # what the disk itself delivers at about the I/O size the cold tier issues: the disk-bound ceiling.
+        long_ctx = [c for c in s["decode_ctx"] if c >= 4096]
+        with tempfile.TemporaryDirectory(prefix="tq-report-cold-", dir=a.cold_parent) as d:
+            sp["decode_cold_small"] = {
+                "cache_bytes": COLD_SMALL_CACHE,
+                "rows": run_json([a.tqserve, "bench", "decode", "--model", a.model, "-t", str(a.threads), "--ctx",
+                                  ",".join(map(str, long_ctx)), "--formats", "uniform:f16,uniform:tq4",
+                                  "--kv-cold-dir", d, "--kv-cold-cache-bytes", str(COLD_SMALL_CACHE), "--steps",
+                                  str(s["decode_steps"]), "--rounds", str(s["decode_rounds"]), "--json"])}
+            disk_bin = os.path.join(os.path.dirname(a.tqserve), "bench/storage/bench_cold_tier")
+            sp["disk"] = {"rows": run_json([disk_bin, "--dir", d, "--file-mb", "1024", "--seconds", "1", "--repeat",
+                                            "3", "--sizes", "128", "--depths", "16,64", "--json"])}
         save(a, rep)
     if a.llama_python or a.llama_bench:
         # llama.cpp's own llama-bench where it was built (scripts/build-llama-server.sh): its threads spin as

@@ -251,6 +251,28 @@ def speed_md(rep, plots, md):
                          for r in dc["rows"]]))
     else:
         md.append(skipped(dc))
+    small, disk = sp.get("decode_cold_small", {}), sp.get("disk", {})
+    if small.get("rows"):
+        # The disk's rate at 128 KiB random reads (about the cold tier's I/O size), best engine and depth: the
+        # tok/s a step that reads its cold pages from disk could reach if reading were all it did.
+        best = max([max(c.get("uring_mb_s", 0), c.get("fio_mb_s", 0)) for c in disk.get("rows", [])] or [0])
+        md.append(f"\nThe same with a {small['cache_bytes'] >> 20} MiB cold cache (smaller than the cold pages: every "
+                  f"step streams them from disk); disk: 128 KiB random reads at depth 16 and 64, best of io_uring and "
+                  f"fio {best:.0f} MB/s (`bench_cold_tier --json`):")
+        md.append("")
+        rows = []
+        for r in small["rows"]:
+            if not r.get("cold"):
+                rows.append([r["config"], r["ctx"], f"{r['tokens_per_second']:.1f}", "-", "-", "-", "-"])
+                continue
+            per_step = r["cold_read_bytes"] / max(r.get("timed_steps", 1), 1) / 1e6
+            ceiling = best / per_step if per_step > 0 else 0
+            rows.append([r["config"], r["ctx"], f"{r['tokens_per_second']:.1f}",
+                         "-" if "ratio_vs_ram" not in r else f"{r['ratio_vs_ram']:.2f}", f"{per_step:.1f}",
+                         f"{r['cold_read_bytes_per_second'] / 1e6:.0f}",
+                         f"{ceiling:.1f}" if ceiling else "-"])
+        md.append(table(["config", "ctx", "tok/s", "x same in RAM", "MB read/step", "MB/s delivered",
+                         "disk-bound tok/s"], rows))
     pv = sp.get("prompt_vs_llama", {})
     md.append("\nPrompt and decode tok/s next to llama.cpp (`bench/matmul/vs_llama.py`, best / median of the reps):")
     if "tqserve" in pv and "llama.cpp" in pv:

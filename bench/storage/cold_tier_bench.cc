@@ -41,6 +41,7 @@ struct Args {
   std::vector<uint32_t> depths = {1, 8, 32, 128};
   bool direct = true;
   bool fio = true;
+  bool json = false;  // a JSON list of cells on stdout instead of the table
 };
 
 std::vector<uint32_t> ParseList(const char* s) {
@@ -61,6 +62,8 @@ std::optional<Args> ParseArgs(int argc, char** argv) {
       a.direct = false;
     else if (k == "--no-fio")
       a.fio = false;
+    else if (k == "--json")
+      a.json = true;
     else if ((v = next()) == nullptr)
       return std::nullopt;
     else if (k == "--dir")
@@ -208,7 +211,7 @@ int Main(int argc, char** argv) {
   if (!args) {
     std::fprintf(stderr,
                  "usage: bench_cold_tier [--dir D] [--file-mb N] [--seconds S] [--sizes 4,16,64,256] "
-                 "[--depths 1,8,32,128] [--repeat R] [--buffered] [--no-fio]\n");
+                 "[--depths 1,8,32,128] [--repeat R] [--buffered] [--no-fio] [--json]\n");
     return 2;
   }
   const Args& a = *args;
@@ -227,12 +230,15 @@ int Main(int argc, char** argv) {
   }
   bool direct = probe->direct;
   ::close(probe->fd);
-  std::printf("file %s, %llu MiB, %s, random reads, median of %d runs of %.1f s per cell and engine\n",
-              path.c_str(), static_cast<unsigned long long>(a.file_mb), direct ? "O_DIRECT" : "buffered",
-              a.repeat, a.seconds);
-  PrintPerReadCpuCost();
-  std::printf("%7s %6s | %10s %9s | %10s %9s | %10s %9s | %9s\n", "size", "depth", "uring MB/s", "IOPS",
-              "pread MB/s", "IOPS", "fio MB/s", "IOPS", "uring/fio");
+  nlohmann::json cells = nlohmann::json::array();
+  if (!a.json) {
+    std::printf("file %s, %llu MiB, %s, random reads, median of %d runs of %.1f s per cell and engine\n",
+                path.c_str(), static_cast<unsigned long long>(a.file_mb), direct ? "O_DIRECT" : "buffered",
+                a.repeat, a.seconds);
+    PrintPerReadCpuCost();
+    std::printf("%7s %6s | %10s %9s | %10s %9s | %10s %9s | %9s\n", "size", "depth", "uring MB/s", "IOPS",
+                "pread MB/s", "IOPS", "fio MB/s", "IOPS", "uring/fio");
+  }
   for (uint32_t kib : a.sizes_kib) {
     for (uint32_t depth : a.depths) {
       const uint32_t size = kib * 1024;
@@ -249,6 +255,13 @@ int Main(int argc, char** argv) {
       Result ur = Median(us), pr = Median(ps);
       std::optional<Result> f;
       if (!fs.empty()) f = Median(fs);
+      if (a.json) {
+        nlohmann::json cell = {{"size_kib", kib}, {"depth", depth}, {"direct", direct},
+                               {"uring_mb_s", ur.mb_s}, {"pread_mb_s", pr.mb_s}};
+        if (f) cell["fio_mb_s"] = f->mb_s;
+        cells.push_back(std::move(cell));
+        continue;
+      }
       std::printf("%5uKiB %6u | %10.1f %9.0f | %10.1f %9.0f | ", kib, depth, ur.mb_s, ur.iops, pr.mb_s,
                   pr.iops);
       if (f)
@@ -258,6 +271,7 @@ int Main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
+  if (a.json) std::printf("%s\n", cells.dump(1).c_str());
   return 0;
 }
 

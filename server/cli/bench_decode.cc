@@ -161,6 +161,7 @@ int Run(const DecodeArgs& a) {
                       {"cold_stall_seconds", static_cast<double>(cc.stall_ns - before[k].stall_ns) * 1e-9},
                       {"cold_read_ios", read_ios},
                       {"cold_read_bytes", read_bytes},
+                      {"timed_steps", a.steps * a.rounds},
                       {"cold_read_bytes_per_second", c.seconds > 0 ? static_cast<double>(read_bytes) / c.seconds : 0.0},
                       {"ratio_vs_first", c.best / tps[0][ci]}});
       if (c.on_disk) rows.back()["ratio_vs_ram"] = c.best / tps[k - 1][ci];
