@@ -138,21 +138,13 @@ HWY_INLINE void DecodeIndexRow(const Lut& lut, __m128i idx, VF v[2]) {
 
 HWY_INLINE __m128i LoadRow(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 
-// Byte shifts by whole 16-bit lanes: the mask taken afterwards removes what crossed from the neighbouring byte.
-template <int kShift>
-HWY_INLINE __m128i ShiftBytes(__m128i x) {
-  if constexpr (kShift > 0) return _mm_srli_epi16(x, kShift);
-  return x;
-}
-
-// Code indices of coordinate K of unit u for the 16 tokens of a group, one byte each (the bytes of IndexAt).
-// Tables are replicated to 16 entries, so index bits above the code width need not be cleared, only bit 7.
-// 4-bit code indices of coordinate K (0 or 1) of unit u for the 16 tokens of a group, one byte each.
-template <int kBits, int K>
-HWY_INLINE __m128i IndexRow(const uint8_t* seg, int /*dims*/, int u) {
-  static_assert(kBits == 4 && K < 2);
+// 4-bit code indices of coordinate K (0: low nibbles, 1: high nibbles) of unit u for the 16 tokens of a group,
+// one byte each. The 16-bit shift brings the neighbouring byte's bits in; the mask removes them.
+template <int K>
+HWY_INLINE __m128i IndexRow(const uint8_t* seg, int u) {
+  static_assert(K < 2);
   const __m128i row = LoadRow(seg + static_cast<size_t>(u) * kGroupTokens);
-  return _mm_and_si128(ShiftBytes<K * kBits>(row), _mm_set1_epi8(0x0F));
+  return _mm_and_si128(_mm_srli_epi16(row, 4 * K), _mm_set1_epi8(0x0F));
 }
 
 // 4-bit codes only: the byte-shuffle lookup of 3-bit codes (indices put together from the two planes) measured
@@ -253,7 +245,7 @@ HWY_INLINE void ScoreUnitShuffled(const uint8_t* seg, size_t group_bytes, int di
     const int i = u * UnitDims<kBits>() + K;
     for (int j = 0; j < kGroups; ++j) {
       VF v[kBlocks];
-      DecodeIndexRow(lut, IndexRow<kBits, K>(seg + j * group_bytes, dims, u), v);
+      DecodeIndexRow(lut, IndexRow<K>(seg + j * group_bytes, u), v);
       for (int g = 0; g < G; ++g) {
         const VF qv = hn::Set(DF(), q[g][i]);
         for (size_t b = 0; b < kBlocks; ++b) acc[g][j][b] = hn::MulAdd(v[b], qv, acc[g][j][b]);
@@ -357,8 +349,8 @@ HWY_INLINE void AccumulateUnit(const uint8_t* codes, size_t group_bytes, size_t 
       if constexpr (kShuffleLookup<kBits>) {
         VF v[kP][kBlocks];  // [coordinate][block]
         static_assert(kP <= 2);
-        DecodeIndexRow(lut, IndexRow<kBits, K>(seg, dims, u), v[0]);
-        if constexpr (kP == 2) DecodeIndexRow(lut, IndexRow<kBits, K + 1>(seg, dims, u), v[1]);
+        DecodeIndexRow(lut, IndexRow<K>(seg, u), v[0]);
+        if constexpr (kP == 2) DecodeIndexRow(lut, IndexRow<K + 1>(seg, u), v[1]);
         for (size_t b = 0; b < kBlocks; ++b) {
           const size_t t = static_cast<size_t>(grp) * kGroupTokens + b * kN;
           for (int g = 0; g < G; ++g) {
