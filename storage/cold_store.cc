@@ -131,10 +131,11 @@ StatusOr<uint32_t> ColdStore::AcquireOp() {
   return op;
 }
 
-Status ColdStore::Pump() {
+Status ColdStore::Pump(size_t* completions) {
   if (!broken_.ok()) return broken_;
   std::vector<IoCompletion> done;
   Status s = queue_->Wait(&done, 1);
+  if (completions != nullptr) *completions = done.size();
   for (const IoCompletion& c : done) Dispatch(c);
   if (!s.ok()) {
     broken_ = s.WithContext("cold tier io queue");
@@ -317,8 +318,10 @@ Status ColdStore::WaitReads(std::vector<ReadResult>* out, size_t min_count) {
   size_t target = std::min(min_count, reads_outstanding_);
   size_t got = PollReads(out);
   while (got < target) {
-    TQ_RETURN_IF_ERROR(Pump());
+    size_t completions = 0;
+    TQ_RETURN_IF_ERROR(Pump(&completions));
     got += PollReads(out);
+    if (completions == 0) break;  // woken (WakeReads)
   }
   return Status::Ok();
 }

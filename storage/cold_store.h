@@ -18,8 +18,8 @@
 //     admitting() to false; stored pages stay readable. ResumeAdmission() lets the manager try again after
 //     freeing space.
 //
-// Threading: one thread (the KV manager's I/O thread) calls the methods; stats() and admitting() may be read
-// from any thread.
+// Threading: one thread (the KV manager's I/O thread) calls the methods; stats() and admitting() may be read,
+// and WakeReads() called, from any thread.
 #pragma once
 
 #include <atomic>
@@ -106,8 +106,11 @@ class ColdStore {
   // queue itself is broken.
   Status SubmitReads(std::span<const ReadRequest> requests);
   size_t PollReads(std::vector<ReadResult>* out);
-  // Blocks until min(min_count, reads outstanding) results were appended.
+  // Blocks until min(min_count, reads outstanding) results were appended, or WakeReads was called.
   Status WaitReads(std::vector<ReadResult>* out, size_t min_count);
+  // Any thread: the WaitReads blocked now (or else the next) returns early, so that its thread can submit
+  // new requests (IoQueue::Wake).
+  void WakeReads() { queue_->Wake(); }
   size_t reads_outstanding() const { return reads_outstanding_; }
 
   bool Contains(uint64_t page_id) const { return index_.count(page_id) != 0; }
@@ -195,7 +198,7 @@ class ColdStore {
   // Takes a free op/staging buffer, completing requests in flight until one is free.
   StatusOr<uint32_t> AcquireOp();
   // Waits for completions (at least one) and dispatches them.
-  Status Pump();
+  Status Pump(size_t* completions = nullptr);
   void Dispatch(const IoCompletion& c);
   void FinishRead(Op& op, const IoCompletion& c);
   void FinishScan(Op& op, const IoCompletion& c);

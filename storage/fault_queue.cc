@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 namespace tq::storage {
 
@@ -184,11 +185,25 @@ Status FaultQueue::Wait(std::vector<IoCompletion>* out, size_t min_count, int ti
       if (!s.ok() && s.code() != StatusCode::kDeadlineExceeded) return s;
       for (const IoCompletion& c : tmp) Finish(static_cast<uint32_t>(c.user_data), &c);
     } else if (due) {
-      std::this_thread::sleep_until(*due);
+      std::unique_lock lock(wake_mu_);
+      wake_cv_.wait_until(lock, *due, [&] { return woken_; });
     }
     got += Poll(out);
+    std::lock_guard lock(wake_mu_);
+    if (std::exchange(woken_, false)) break;
   }
+  std::lock_guard lock(wake_mu_);
+  woken_ = false;
   return Status::Ok();
+}
+
+void FaultQueue::Wake() {
+  {
+    std::lock_guard lock(wake_mu_);
+    woken_ = true;
+  }
+  wake_cv_.notify_all();
+  inner_->Wake();
 }
 
 }  // namespace tq::storage

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -59,6 +60,7 @@ class FaultQueue final : public IoQueue {
   Status Submit() override;
   size_t Poll(std::vector<IoCompletion>* out) override;
   Status Wait(std::vector<IoCompletion>* out, size_t min_count, int timeout_ms = -1) override;
+  void Wake() override;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -90,6 +92,9 @@ class FaultQueue final : public IoQueue {
   std::vector<uint32_t> pending_;                        // enqueued, not yet submitted
   std::vector<std::pair<uint32_t, IoCompletion>> held_;  // finished, waiting for their ready time
   uint32_t outstanding_ = 0;
+  std::mutex wake_mu_;
+  std::condition_variable wake_cv_;  // a Wait sleeping until a held completion is due
+  bool woken_ = false;               // guarded by wake_mu_
 };
 
 }  // namespace tq::storage

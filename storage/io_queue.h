@@ -9,7 +9,8 @@
 // Backends are chosen by name (MakeIoQueue): "io_uring", "pread" (a pread/pwrite thread pool) or "auto"
 // (io_uring, falling back to pread when the kernel or a seccomp profile refuses io_uring).
 //
-// Threading: one thread drives a queue (Enqueue/Submit/Poll/Wait); counters may be read from any thread.
+// Threading: one thread drives a queue (Enqueue/Submit/Poll/Wait); counters may be read and Wake called from
+// any thread.
 // Buffers and files must stay valid until their requests complete.
 #pragma once
 
@@ -80,6 +81,10 @@ class IoQueue {
   // Blocks until at least min(min_count, outstanding) completions were appended (submitting first if needed).
   // timeout_ms < 0 waits without limit; on timeout returns deadline_exceeded with what arrived appended.
   virtual Status Wait(std::vector<IoCompletion>* out, size_t min_count, int timeout_ms = -1) = 0;
+  // Any thread: the Wait now blocked, or else the next Wait, returns early with OK and whatever completions
+  // are ready (perhaps none), so that its thread can hand new requests over. Wakes do not add up: several
+  // before a Wait end that one Wait.
+  virtual void Wake() = 0;
 };
 
 // "io_uring", "pread" or "auto" (io_uring, else pread; the choice and the reason are logged).

@@ -93,15 +93,25 @@ class PreadQueue final : public IoQueue {
     size_t got = DrainLocked(out);
     auto enough = [&] { return got >= min_count || outstanding_ == 0; };
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
-    while (!enough()) {
+    auto ready = [&] { return !done_.empty() || woken_; };
+    while (!enough() && !woken_) {
       if (timeout_ms < 0) {
-        done_cv_.wait(lock, [&] { return !done_.empty(); });
-      } else if (!done_cv_.wait_until(lock, deadline, [&] { return !done_.empty(); })) {
+        done_cv_.wait(lock, ready);
+      } else if (!done_cv_.wait_until(lock, deadline, ready)) {
         return DeadlineExceededError("io wait timed out");
       }
       got += DrainLocked(out);
     }
+    woken_ = false;
     return Status::Ok();
+  }
+
+  void Wake() override {
+    {
+      std::lock_guard lock(mu_);
+      woken_ = true;
+    }
+    done_cv_.notify_all();
   }
 
  private:
@@ -141,6 +151,7 @@ class PreadQueue final : public IoQueue {
   std::vector<IoCompletion> done_;  // finished, not yet polled
   uint32_t outstanding_ = 0;        // pending_ + work_ + in workers + done_
   bool stopping_ = false;
+  bool woken_ = false;  // Wake() was called since the last Wait returned
   std::vector<std::thread> workers_;
 };
 

@@ -1,11 +1,14 @@
 #include "storage/uring_queue.h"
 
 #include <liburing.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <utility>
 
 namespace tq::storage {
 namespace {
@@ -22,16 +25,29 @@ class UringQueue final : public IoQueue {
     std::vector<IoCompletion> sink;
     if (!initialized_) return;
     if (outstanding_ > 0) Wait(&sink, outstanding_, 10'000).IgnoreError();
+    if (wake_armed_) {  // the kernel holds a read into wake_count_: complete it before the ring goes away
+      Wake();
+      while (wake_armed_) {
+        io_uring_cqe* cqe = nullptr;
+        __kernel_timespec ts{1, 0};
+        if (io_uring_wait_cqe_timeout(&ring_, &cqe, &ts) < 0) break;
+        Poll(&sink);
+      }
+    }
     io_uring_queue_exit(&ring_);
+    if (wake_fd_ >= 0) ::close(wake_fd_);
   }
 
   Status Init() {
     // COOP_TASKRUN: completions are run when the task enters the kernel anyway, not by interrupting it
     // (Linux 5.19); older kernels refuse the flag with EINVAL and get a plain ring.
-    int rc = io_uring_queue_init(depth_, &ring_, IORING_SETUP_COOP_TASKRUN);
-    if (rc == -EINVAL) rc = io_uring_queue_init(depth_, &ring_, 0);
+    // One entry more than the depth: the read of the wake eventfd.
+    int rc = io_uring_queue_init(depth_ + 1, &ring_, IORING_SETUP_COOP_TASKRUN);
+    if (rc == -EINVAL) rc = io_uring_queue_init(depth_ + 1, &ring_, 0);
     if (rc < 0) return ErrnoToStatus(-rc, "io_uring_queue_init");
     initialized_ = true;
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
+    if (wake_fd_ < 0) return ErrnoToStatus(errno, "eventfd");
     return Status::Ok();
   }
 
@@ -94,15 +110,29 @@ class UringQueue final : public IoQueue {
     size_t total = 0;
     for (;;) {
       unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, 64);
-      for (unsigned i = 0; i < n; ++i) Complete(cqes[i], out);
+      for (unsigned i = 0; i < n; ++i) total += Complete(cqes[i], out) ? 1 : 0;
       io_uring_cq_advance(&ring_, n);
-      total += n;
       if (n < 64) return total;
     }
   }
 
+  void Wake() override {
+    const uint64_t one = 1;
+    // Never blocks: the counter would have to reach 2^64 - 1.
+    [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+  }
+
   Status Wait(std::vector<IoCompletion>* out, size_t min_count, int timeout_ms) override {
     size_t got = Poll(out);
+    if (TakeWake()) return Submit();
+    // Before blocking, a read of the wake eventfd goes to the kernel: Wake() completes it.
+    if (got < min_count && outstanding_ > 0 && !wake_armed_) {
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+      if (sqe == nullptr) return InternalError("io_uring submission queue full");
+      io_uring_prep_read(sqe, wake_fd_, &wake_count_, sizeof wake_count_, 0);
+      io_uring_sqe_set_data64(sqe, kWakeTag);
+      wake_armed_ = true;
+    }
     if (got == 0 && min_count > 0 && timeout_ms < 0 && !pending_.empty()) {
       // One system call submits the batch and waits for the first completion.
       TQ_RETURN_IF_ERROR(PrepareAll());
@@ -115,6 +145,7 @@ class UringQueue final : public IoQueue {
       got = Poll(out);
     }
     TQ_RETURN_IF_ERROR(Submit());
+    if (TakeWake()) return Status::Ok();
     while (got < min_count && outstanding_ > 0) {
       io_uring_cqe* cqe = nullptr;
       int rc;
@@ -127,6 +158,7 @@ class UringQueue final : public IoQueue {
       }
       if (rc < 0 && rc != -EINTR) return ErrnoToStatus(-rc, "io_uring_wait_cqe");
       got += Poll(out);
+      if (TakeWake()) break;
     }
     return Status::Ok();
   }
@@ -177,14 +209,25 @@ class UringQueue final : public IoQueue {
     if (fixed_files_) sqe->flags |= IOSQE_FIXED_FILE;
   }
 
-  void Complete(io_uring_cqe* cqe, std::vector<IoCompletion>* out) {
+  // True for a request's completion (appended to out), false for the wake eventfd's.
+  bool Complete(io_uring_cqe* cqe, std::vector<IoCompletion>* out) {
+    if (io_uring_cqe_get_data64(cqe) == kWakeTag) {
+      wake_armed_ = false;
+      woken_ = true;
+      return false;
+    }
     auto slot = static_cast<uint32_t>(io_uring_cqe_get_data64(cqe));
     const IoRequest& r = slots_[slot];
     out->push_back(IoCompletion{r.user_data, r.op, static_cast<uint32_t>(std::max(cqe->res, 0)),
                                 CompletionStatus(r.op, cqe->res, r.length)});
     free_slots_.push_back(slot);
     outstanding_.fetch_sub(1, std::memory_order_relaxed);
+    return true;
   }
+
+  bool TakeWake() { return std::exchange(woken_, false); }
+
+  static constexpr uint64_t kWakeTag = UINT64_MAX;  // user_data of the wake eventfd's read
 
   const uint32_t depth_;
   io_uring ring_{};
@@ -196,6 +239,10 @@ class UringQueue final : public IoQueue {
   std::vector<uint32_t> free_slots_;
   std::vector<uint32_t> pending_;  // enqueued slots not yet submitted
   std::atomic<uint32_t> outstanding_{0};
+  int wake_fd_ = -1;          // eventfd that Wake() writes
+  uint64_t wake_count_ = 0;   // the armed read's destination
+  bool wake_armed_ = false;   // a read of wake_fd_ is in the kernel
+  bool woken_ = false;        // its completion arrived and no Wait has returned for it yet
 };
 
 }  // namespace

@@ -32,7 +32,7 @@ void ColdPageCache::Write(uint64_t id, std::vector<uint8_t> bytes, uint64_t stre
     auto it = entries_.find(id);
     if (it != entries_.end() && it->second.state == State::kReady) {
       cached_bytes_ -= it->second.bytes->size();
-      lru_.erase(it->second.lru);
+      ListOf(it->second).erase(it->second.lru);
     }
     Entry& e = entries_[id];
     e.state = State::kWriting;
@@ -50,7 +50,7 @@ void ColdPageCache::Erase(uint64_t id) {
     auto it = entries_.find(id);
     if (it != entries_.end()) {
       if (it->second.state != State::kReading) cached_bytes_ -= it->second.bytes->size();
-      if (it->second.state == State::kReady) lru_.erase(it->second.lru);
+      if (it->second.state == State::kReady) ListOf(it->second).erase(it->second.lru);
       entries_.erase(it);
     }
     ops_.push_back({OpKind::kErase, id, nullptr, nullptr});
@@ -61,6 +61,7 @@ void ColdPageCache::Erase(uint64_t id) {
 void ColdPageCache::StartReadLocked(uint64_t id) {
   Entry& e = entries_[id];
   e.state = State::kReading;
+  e.order = next_order_++;
   e.bytes.reset();
   e.wait = std::make_shared<ReadWait>();
   ops_.push_back({OpKind::kRead, id, nullptr, e.wait});
@@ -76,17 +77,21 @@ void ColdPageCache::Prefetch(std::span<const uint64_t> ids) {
       ++started;
     }
   }
+  // Not woken out of a wait for completions: read-ahead joins the batch submitted at the next completion,
+  // where more adjacent pages merge into one read (measured: waking for every Prefetch made reads smaller and
+  // decode slower).
   if (started > 0) io_cv_.notify_one();
 }
 
 void ColdPageCache::TouchLocked(Entry& e, uint64_t id) {
   if (e.state != State::kReady) return;
   // A page just read by attention is needed again only a whole step later, after every other page of the
-  // sequence: it goes to the eviction end, behind the pages read ahead and not yet used (a cyclic scan keeps
-  // what fits of the working set instead of evicting each page just before it is needed, as LRU would).
-  lru_.erase(e.lru);
-  lru_.push_back(id);
-  e.lru = std::prev(lru_.end());
+  // sequence: it goes to the eviction end of the used pages (a cyclic scan keeps what fits of the working set
+  // instead of evicting each page just before it is needed, as LRU would).
+  ListOf(e).erase(e.lru);
+  e.used = true;
+  used_.push_back(id);
+  e.lru = std::prev(used_.end());
 }
 
 StatusOr<PageBytes> ColdPageCache::Get(uint64_t id) {
@@ -101,11 +106,16 @@ StatusOr<PageBytes> ColdPageCache::Get(uint64_t id) {
   if (it != entries_.end()) {
     ++stats_.prefetch_late;
     wait = it->second.wait;
+    // Its read may still be queued behind the I/O thread's wait for completions (read-ahead does not wake it).
+    if (io_waiting_ && !ops_.empty()) store_->WakeReads();
   } else {
     ++stats_.misses;
     StartReadLocked(id);
     wait = entries_[id].wait;
     io_cv_.notify_one();
+    // The I/O thread may sleep in the kernel until a read in flight completes, where io_cv_ does not reach;
+    // this read is waited for now. (Under mu_: WakeReads only writes an eventfd or sets a flag.)
+    if (io_waiting_) store_->WakeReads();
   }
   const Clock::time_point start = Clock::now();
   done_cv_.wait(lock, [&] { return wait->done; });
@@ -155,28 +165,33 @@ void ColdPageCache::FinishReadLocked(uint64_t id, const std::shared_ptr<ReadWait
   e.bytes = std::move(bytes);
   e.wait.reset();
   cached_bytes_ += e.bytes->size();
-  lru_.push_front(id);
-  e.lru = lru_.begin();
-  EvictLocked();
+  // In the order the reads were asked for (completions may come in any order): the back is needed last.
+  e.used = false;
+  auto pos = unused_.end();
+  while (pos != unused_.begin() && entries_.at(*std::prev(pos)).order > e.order) --pos;
+  e.lru = unused_.insert(pos, id);
 }
 
 void ColdPageCache::EvictLocked() {
-  // From the back. A page a reader still holds (use_count counts the cache's own reference as one) is pinned:
-  // it moves to the front, so the next eviction does not walk over it again (the pages attention holds are the
-  // ones it read last, i.e. at the back).
-  size_t pinned = 0;
-  while (cached_bytes_ > capacity_ && pinned < lru_.size()) {
-    const uint64_t id = lru_.back();
-    auto e = entries_.find(id);
-    if (e->second.bytes.use_count() > 1) {
-      lru_.splice(lru_.begin(), lru_, std::prev(lru_.end()));
-      ++pinned;
-      continue;
+  // The used pages first, the one used last first; then pages read and not used yet, the one read last first
+  // (read-ahead asks in the order of use, so it is needed last). A page a reader still holds (use_count counts
+  // the cache's own reference as one) is pinned: it moves to the other end of its list, so the next eviction
+  // does not walk over it again (the pages attention holds are the ones it used last, at the back).
+  for (std::list<uint64_t>* list : {&used_, &unused_}) {
+    size_t pinned = 0;
+    while (cached_bytes_ > capacity_ && pinned < list->size()) {
+      const uint64_t id = list->back();
+      auto e = entries_.find(id);
+      if (e->second.bytes.use_count() > 1) {
+        list->splice(list->begin(), *list, std::prev(list->end()));
+        ++pinned;
+        continue;
+      }
+      cached_bytes_ -= e->second.bytes->size();
+      list->pop_back();
+      entries_.erase(e);
+      ++stats_.evictions;
     }
-    cached_bytes_ -= e->second.bytes->size();
-    lru_.pop_back();
-    entries_.erase(e);
-    ++stats_.evictions;
   }
 }
 
@@ -224,9 +239,12 @@ void ColdPageCache::IoLoop() {
             continue;
           }
           if (!current) continue;
+          // A page just written is needed at the next step: after the pages used this step, before the ones
+          // read ahead.
           it->second.state = State::kReady;
-          lru_.push_front(writes[i].id);
-          it->second.lru = lru_.begin();
+          it->second.used = true;
+          used_.push_front(writes[i].id);
+          it->second.lru = used_.begin();
         }
         for (Op& op : writes) op.bytes.reset();  // the cache's reference is the only one left: evictable
         EvictLocked();
@@ -273,13 +291,18 @@ void ColdPageCache::IoLoop() {
     results.clear();
     if (!pending.empty()) {
       store_->PollReads(&results);
-      bool idle;
-      {
+      bool idle = false;
+      if (results.empty()) {
         std::lock_guard<std::mutex> lock(mu_);
         idle = ops_.empty();
+        io_waiting_ = idle;  // from here on, whoever queues an op wakes the wait below
       }
-      if (results.empty() && idle) {
+      if (idle) {
         const Status s = store_->WaitReads(&results, 1);
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          io_waiting_ = false;
+        }
         if (!s.ok()) {
           // The queue itself broke: every read in flight fails (the sequences recompute), none waits forever.
           spdlog::error("cold tier: waiting for reads: {}", s.ToString());
@@ -302,6 +325,8 @@ void ColdPageCache::IoLoop() {
         FinishReadLocked(p->second.id, p->second.wait, std::move(bytes), r.status);
         pending.erase(p);
       }
+      // Only now: until its ReadWait is gone (unless a Get waits for it), a page just read looks pinned.
+      if (!results.empty()) EvictLocked();
       ops_running_ = 0;
     }
     done_cv_.notify_all();

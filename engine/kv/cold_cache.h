@@ -5,8 +5,10 @@
 // entry becomes clean and evictable. Prefetch() queues reads of pages not in the cache; Get() returns the bytes,
 // waiting for a read in flight or issuing one (a stall). Operations on one page id reach the disk in the order
 // they were called (one FIFO), so an Erase after a Write never races it. Eviction takes the page Get returned
-// last first, then the oldest reads and writes: decode scans a sequence's pages cyclically, and this keeps what
-// fits of them where least-recently-used would keep nothing.
+// last first, then pages written, and pages read but not used yet only when nothing else is left, the one read
+// last first: decode scans a sequence's pages cyclically and reads them ahead in that order, and this keeps
+// what fits of them where least-recently-used would keep nothing, and never drops a page read ahead for one
+// read later.
 //
 // Invariants:
 //   - Bytes reach a reader only after the store verified the page's checksum (ColdStore::Read* contract).
@@ -16,7 +18,8 @@
 //   - Cached bytes <= capacity, except pages pinned by a writer or a reader (use_count > 1) and pages still
 //     being written, which are never evicted.
 //
-// Threading: every method may be called from any thread; the ColdStore is touched only by the I/O thread.
+// Threading: every method may be called from any thread; the ColdStore is touched only by the I/O thread (but
+// for WakeReads, with which a miss in Get ends the I/O thread's wait for completions).
 #pragma once
 
 #include <condition_variable>
@@ -96,6 +99,8 @@ class ColdPageCache {
     State state = State::kReady;
     PageBytes bytes;                 // kWriting, kReady: the page; kReading: null
     std::shared_ptr<ReadWait> wait;  // kReading
+    bool used = false;               // kReady: in used_ (read by Get, or written), else in unused_
+    uint64_t order = 0;              // when its read was asked for (next_order_)
     std::list<uint64_t>::iterator lru;
   };
   enum class OpKind : uint8_t { kWrite, kErase, kRead };
@@ -110,8 +115,11 @@ class ColdPageCache {
   void IoLoop();
   // Under mu_: queues a read of `id` and marks it kReading.
   void StartReadLocked(uint64_t id);
+  // Hands the outcome to the waiters and caches the bytes; the caller evicts (EvictLocked) once the read's
+  // bookkeeping let go of its ReadWait.
   void FinishReadLocked(uint64_t id, const std::shared_ptr<ReadWait>& wait, PageBytes bytes, Status status);
   void TouchLocked(Entry& e, uint64_t id);
+  std::list<uint64_t>& ListOf(const Entry& e) { return e.used ? used_ : unused_; }
   void EvictLocked();
 
   std::unique_ptr<storage::ColdStore> store_;
@@ -122,9 +130,13 @@ class ColdPageCache {
   std::condition_variable done_cv_;  // readers wait for reads; Flush waits for the queue
   std::deque<Op> ops_;
   size_t ops_running_ = 0;  // taken by the I/O thread, not yet done
+  bool io_waiting_ = false;  // the I/O thread found ops_ empty and waits (or is about to) for completions;
+                             // a miss in Get wakes it (ColdStore::WakeReads)
   std::unordered_map<uint64_t, Entry> entries_;
-  std::list<uint64_t> lru_;  // only kReady entries; evicted from the back: pages attention read last, then the
-                             // oldest reads and writes (a read or write enters at the front)
+  // kReady entries in eviction order, each list evicted from its back, used_ before unused_ (EvictLocked).
+  std::list<uint64_t> used_;    // read by Get (the last one at the back) or written (at the front)
+  std::list<uint64_t> unused_;  // read from disk and not yet used, in the order the reads were asked for
+  uint64_t next_order_ = 0;
   uint64_t cached_bytes_ = 0;
   std::vector<FailedWrite> failed_writes_;
   ColdCacheStats stats_;

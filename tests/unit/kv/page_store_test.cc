@@ -230,6 +230,49 @@ TEST_P(PageStoreTest, ACyclicScanLargerThanTheCacheStillHits) {
   EXPECT_LE(after.cached_bytes, 8 * (kSparsePage + RecordBytes(0)) + 1000);
 }
 
+// Read-ahead asks for pages in the order attention will use them. When more is read ahead than the cache holds,
+// the page read last is the one to drop (it is needed last); dropping the oldest read, as before, dropped the
+// page needed next.
+TEST_P(PageStoreTest, ReadAheadPastTheCacheKeepsThePagesNeededFirst) {
+  TQ_SKIP_IF_NO_BACKEND(GetParam());
+  const uint64_t page = kSparsePage + RecordBytes(0);
+  auto s = Open(1, 1, 24, /*cache_bytes=*/8 * page + 1000);  // room for 8 pages
+  ASSERT_NE(s, nullptr);
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 20; ++i) ids.push_back(*s->Store(PrecisionClass::kSparse, Bytes(80 + i, kSparsePage)));
+  s->FlushCold();  // the cache holds the 8 pages written last; 0..9 are on disk only
+  const ColdCacheStats before = s->Stats().cold_cache;
+  s->Prefetch(std::span<const uint64_t>(ids.data(), 10));
+  // Ten reads land: the eight written pages and two of the read ones leave the cache.
+  for (int i = 0; i < 1000 && s->Stats().cold_cache.evictions < before.evictions + 10; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(s->Stats().cold_cache.evictions, before.evictions + 10);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(Read(*s, ids[i], kSparsePage), Bytes(80 + i, kSparsePage)) << i;
+  const ColdCacheStats after = s->Stats().cold_cache;
+  EXPECT_EQ(after.prefetch_hits - before.prefetch_hits, 8u) << "misses " << after.misses - before.misses;
+  EXPECT_EQ(after.misses, before.misses);
+}
+
+// The I/O thread sleeps in the queue while a read is in flight; a page asked for then must not wait for that
+// read to finish first (ColdPageCache wakes the wait, IoQueue::Wake).
+TEST_P(PageStoreTest, AReadAskedForDuringASlowReadDoesNotWaitForIt) {
+  TQ_SKIP_IF_NO_BACKEND(GetParam());
+  auto s = Open(1, 1, 20, /*cache_bytes=*/8 * (kSparsePage + RecordBytes(0)) + 1000);  // room for 8 pages
+  ASSERT_NE(s, nullptr);
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 12; ++i) ids.push_back(*s->Store(PrecisionClass::kSparse, Bytes(120 + i, kSparsePage)));
+  s->FlushCold();  // pages 0..3 are on disk only
+  fault_->AddRule({FaultKind::kLatency, IoOp::kRead, {0}, 0, 0.0, 2'000'000});  // the first read: 2 s
+  s->Prefetch(std::span<const uint64_t>(ids.data(), 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the I/O thread is waiting for it now
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(Read(*s, ids[1], kSparsePage), Bytes(121, kSparsePage));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(seconds, 1.0) << "the second read waited for the first";
+  EXPECT_EQ(Read(*s, ids[0], kSparsePage), Bytes(120, kSparsePage));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, PageStoreTest, ::testing::Values("io_uring", "pread"));
 
 TEST(PageStoreRamOnlyTest, WithoutAColdDirSparsePagesLiveInTheWarmTier) {

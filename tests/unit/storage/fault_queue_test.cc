@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <set>
+#include <thread>
 
 #include "storage/cold_store.h"
 #include "storage/page_format.h"
@@ -194,6 +195,33 @@ TEST_P(FaultTest, AddedLatencyShowsInTheReadLatency) {
   EXPECT_EQ(s.read_latency_count, 4u);
   EXPECT_GE(s.read_latency_sum_seconds, 4 * 0.030);
   EXPECT_EQ(s.read_latency_buckets[10], 4u);  // (25 ms, 100 ms]
+}
+
+// WakeReads, from another thread, ends a WaitReads that a slow read holds, so that the waiting thread can
+// submit more; the slow read still arrives later.
+TEST_P(FaultTest, WakeReadsEndsAWaitForASlowRead) {
+  auto store = Open();
+  Fill(*store, 2);
+  fault_->AddRule({FaultKind::kLatency, IoOp::kRead, {0}, 0, 0.0, 2'000'000});  // the first read: 2 s
+  std::vector<std::byte> dest(4096);
+  const ColdStore::ReadRequest req{1, dest, 1};
+  ASSERT_TRUE(store->SubmitReads({&req, 1}).ok());
+  std::thread waker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    store->WakeReads();
+  });
+  std::vector<ColdStore::ReadResult> results;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(store->WaitReads(&results, 1).ok());
+  const double woken = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  waker.join();
+  EXPECT_TRUE(results.empty());
+  EXPECT_LT(woken, 1.0);
+  EXPECT_TRUE(store->WaitReads(&results, 1).ok());
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0].status.ok()) << results[0].status.ToString();
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.9);
+  EXPECT_EQ(std::memcmp(dest.data(), PageBytes(1, kLen).data(), kLen), 0);
 }
 
 TEST_P(FaultTest, ProbabilityIsRepeatableForASeed) {

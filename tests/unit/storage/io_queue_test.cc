@@ -6,9 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
+#include <thread>
 
 #include "storage_test_util.h"
 
@@ -121,6 +124,42 @@ TEST_P(IoQueueTest, WaitTimesOutWithNothingDue) {
   std::vector<IoCompletion> done;
   EXPECT_TRUE(q->Wait(&done, 1, 10).ok());  // nothing outstanding: returns at once
   EXPECT_TRUE(done.empty());
+}
+
+// Wake ends a Wait that nothing else would end: io_uring's read of an empty pipe stays in flight until data
+// comes. (pread cannot block on a pipe: pread on it fails with ESPIPE; its Wake is tested through FaultQueue.)
+TEST(IoQueueWake, WakeEndsAWaitBlockedOnARequestThatDoesNotComplete) {
+  TQ_SKIP_IF_NO_BACKEND("io_uring");
+  StatusOr<std::unique_ptr<IoQueue>> q = MakeIoQueue(IoQueueOptions{"io_uring", 4});
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_TRUE((*q)->RegisterFiles({&fds[0], 1}).ok());
+  char buf[16];
+  ASSERT_TRUE((*q)->Enqueue({IoOp::kRead, 0, 0, buf, sizeof buf, 5}).ok());
+  std::thread waker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    (*q)->Wake();
+  });
+  std::vector<IoCompletion> done;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE((*q)->Wait(&done, 1).ok());
+  waker.join();
+  EXPECT_TRUE(done.empty());
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  // A wake before the Wait ends that Wait (once): the next one waits for the request again.
+  (*q)->Wake();
+  EXPECT_TRUE((*q)->Wait(&done, 1).ok());
+  EXPECT_TRUE(done.empty());
+  ASSERT_EQ(::write(fds[1], "0123456789abcdef", 16), 16);
+  EXPECT_TRUE((*q)->Wait(&done, 1).ok());
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].user_data, 5u);
+  EXPECT_EQ(done[0].bytes, 16u);
+  EXPECT_EQ(std::string(buf, 16), "0123456789abcdef");
+  q->reset();
+  ::close(fds[0]);
+  ::close(fds[1]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, IoQueueTest, ::testing::Values("io_uring", "pread"), testing::BackendName);
