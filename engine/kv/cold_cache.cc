@@ -37,6 +37,7 @@ void ColdPageCache::Write(uint64_t id, std::vector<uint8_t> bytes, uint64_t stre
     Entry& e = entries_[id];
     e.state = State::kWriting;
     e.bytes = shared;
+    e.recyclable = false;
     e.wait.reset();
     cached_bytes_ += shared->size();
     ops_.push_back({OpKind::kWrite, id, std::move(shared), nullptr, stream});
@@ -83,15 +84,13 @@ void ColdPageCache::Prefetch(std::span<const uint64_t> ids) {
   if (started > 0) io_cv_.notify_one();
 }
 
-void ColdPageCache::TouchLocked(Entry& e, uint64_t id) {
+void ColdPageCache::TouchLocked(Entry& e) {
   if (e.state != State::kReady) return;
   // A page just read by attention is needed again only a whole step later, after every other page of the
   // sequence: it goes to the eviction end of the used pages (a cyclic scan keeps what fits of the working set
   // instead of evicting each page just before it is needed, as LRU would).
-  ListOf(e).erase(e.lru);
+  used_.splice(used_.end(), ListOf(e), e.lru);  // moves the node: no allocation on the hit path
   e.used = true;
-  used_.push_back(id);
-  e.lru = std::prev(used_.end());
 }
 
 StatusOr<PageBytes> ColdPageCache::Get(uint64_t id) {
@@ -99,7 +98,7 @@ StatusOr<PageBytes> ColdPageCache::Get(uint64_t id) {
   auto it = entries_.find(id);
   if (it != entries_.end() && it->second.state != State::kReading) {
     ++stats_.prefetch_hits;
-    TouchLocked(it->second, id);
+    TouchLocked(it->second);
     return it->second.bytes;
   }
   std::shared_ptr<ReadWait> wait;
@@ -122,7 +121,7 @@ StatusOr<PageBytes> ColdPageCache::Get(uint64_t id) {
   stats_.stall_ns += static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
   if (!wait->status.ok()) return wait->status;
-  if (auto done = entries_.find(id); done != entries_.end()) TouchLocked(done->second, id);  // used now, like a hit
+  if (auto done = entries_.find(id); done != entries_.end()) TouchLocked(done->second);  // used now, like a hit
   return wait->bytes;
 }
 
@@ -163,6 +162,7 @@ void ColdPageCache::FinishReadLocked(uint64_t id, const std::shared_ptr<ReadWait
   Entry& e = it->second;
   e.state = State::kReady;
   e.bytes = std::move(bytes);
+  e.recyclable = true;
   e.wait.reset();
   cached_bytes_ += e.bytes->size();
   // In the order the reads were asked for (completions may come in any order): the back is needed last.
@@ -189,10 +189,32 @@ void ColdPageCache::EvictLocked() {
       }
       cached_bytes_ -= e->second.bytes->size();
       list->pop_back();
+      if (e->second.recyclable) KeepSpareLocked(std::move(e->second.bytes));
       entries_.erase(e);
       ++stats_.evictions;
     }
   }
+}
+
+void ColdPageCache::KeepSpareLocked(PageBytes bytes) {
+  if (bytes.use_count() != 1 || spare_bytes_ + bytes->size() > SpareLimit()) return;
+  spare_bytes_ += bytes->size();
+  // Made non-const by TakeSpare (recyclable): writing to it again is allowed.
+  spare_[bytes->size()].push_back(std::const_pointer_cast<std::vector<uint8_t>>(std::move(bytes)));
+}
+
+std::shared_ptr<std::vector<uint8_t>> ColdPageCache::TakeSpare(size_t n) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = spare_.find(n);
+    if (it != spare_.end() && !it->second.empty()) {
+      std::shared_ptr<std::vector<uint8_t>> buf = std::move(it->second.back());
+      it->second.pop_back();
+      spare_bytes_ -= n;
+      return buf;
+    }
+  }
+  return std::make_shared<std::vector<uint8_t>>(n);
 }
 
 void ColdPageCache::IoLoop() {
@@ -268,7 +290,7 @@ void ColdPageCache::IoLoop() {
             refused_ids.push_back(op.id);
             continue;
           }
-          auto buf = std::make_shared<std::vector<uint8_t>>(*length);
+          std::shared_ptr<std::vector<uint8_t>> buf = TakeSpare(*length);
           const uint64_t tag = next_tag++;
           reads.push_back({op.id, std::as_writable_bytes(std::span<uint8_t>(*buf)), tag});
           pending[tag] = {op.id, op.wait, std::move(buf)};

@@ -22,6 +22,7 @@
 // for WakeReads, with which a miss in Get ends the I/O thread's wait for completions).
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -101,6 +102,7 @@ class ColdPageCache {
     std::shared_ptr<ReadWait> wait;  // kReading
     bool used = false;               // kReady: in used_ (read by Get, or written), else in unused_
     uint64_t order = 0;              // when its read was asked for (next_order_)
+    bool recyclable = false;         // bytes came from TakeSpare (not const): reusable once evicted
     std::list<uint64_t>::iterator lru;
   };
   enum class OpKind : uint8_t { kWrite, kErase, kRead };
@@ -118,9 +120,15 @@ class ColdPageCache {
   // Hands the outcome to the waiters and caches the bytes; the caller evicts (EvictLocked) once the read's
   // bookkeeping let go of its ReadWait.
   void FinishReadLocked(uint64_t id, const std::shared_ptr<ReadWait>& wait, PageBytes bytes, Status status);
-  void TouchLocked(Entry& e, uint64_t id);
+  void TouchLocked(Entry& e);
   std::list<uint64_t>& ListOf(const Entry& e) { return e.used ? used_ : unused_; }
   void EvictLocked();
+  // Buffers of evicted pages, kept for the next reads of the same size: a read then neither allocates nor
+  // zero-fills (both showed in decode profiles with a cache smaller than the working set). At most
+  // SpareLimit() bytes are kept.
+  void KeepSpareLocked(PageBytes bytes);
+  std::shared_ptr<std::vector<uint8_t>> TakeSpare(size_t n);  // takes mu_
+  uint64_t SpareLimit() const { return std::min<uint64_t>(capacity_ / 4, 16 << 20); }
 
   std::unique_ptr<storage::ColdStore> store_;
   const uint64_t capacity_;
@@ -138,6 +146,8 @@ class ColdPageCache {
   std::list<uint64_t> unused_;  // read from disk and not yet used, in the order the reads were asked for
   uint64_t next_order_ = 0;
   uint64_t cached_bytes_ = 0;
+  std::unordered_map<size_t, std::vector<std::shared_ptr<std::vector<uint8_t>>>> spare_;  // by size
+  uint64_t spare_bytes_ = 0;
   std::vector<FailedWrite> failed_writes_;
   ColdCacheStats stats_;
   bool stop_ = false;
