@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cassert>
 #include <chrono>
 
 namespace tq::engine {
@@ -94,35 +95,67 @@ void ColdPageCache::TouchLocked(Entry& e) {
 }
 
 StatusOr<PageBytes> ColdPageCache::Get(uint64_t id) {
+  PageBytes bytes;
+  TQ_RETURN_IF_ERROR(GetMany(std::span<const uint64_t>(&id, 1), std::span<PageBytes>(&bytes, 1)));
+  return bytes;
+}
+
+Status ColdPageCache::GetMany(std::span<const uint64_t> ids, std::span<PageBytes> out) {
+  assert(out.size() == ids.size());
+  struct Waiting {
+    size_t index;
+    std::shared_ptr<ReadWait> wait;
+  };
+  thread_local std::vector<Waiting> waiting;
+  waiting.clear();
   std::unique_lock<std::mutex> lock(mu_);
-  auto it = entries_.find(id);
-  if (it != entries_.end() && it->second.state != State::kReading) {
-    ++stats_.prefetch_hits;
-    TouchLocked(it->second);
-    return it->second.bytes;
+  bool started = false, queued_late = false;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = entries_.find(ids[i]);
+    if (it != entries_.end() && it->second.state != State::kReading) {
+      ++stats_.prefetch_hits;
+      TouchLocked(it->second);
+      out[i] = it->second.bytes;
+      continue;
+    }
+    out[i].reset();
+    if (it != entries_.end()) {
+      ++stats_.prefetch_late;
+      waiting.push_back({i, it->second.wait});
+      queued_late = true;
+    } else {
+      ++stats_.misses;
+      StartReadLocked(ids[i]);
+      waiting.push_back({i, entries_[ids[i]].wait});
+      started = true;
+    }
   }
-  std::shared_ptr<ReadWait> wait;
-  if (it != entries_.end()) {
-    ++stats_.prefetch_late;
-    wait = it->second.wait;
-    // Its read may still be queued behind the I/O thread's wait for completions (read-ahead does not wake it).
-    if (io_waiting_ && !ops_.empty()) store_->WakeReads();
-  } else {
-    ++stats_.misses;
-    StartReadLocked(id);
-    wait = entries_[id].wait;
-    io_cv_.notify_one();
-    // The I/O thread may sleep in the kernel until a read in flight completes, where io_cv_ does not reach;
-    // this read is waited for now. (Under mu_: WakeReads only writes an eventfd or sets a flag.)
-    if (io_waiting_) store_->WakeReads();
-  }
+  if (waiting.empty()) return Status::Ok();
+  if (started) io_cv_.notify_one();
+  // The I/O thread may sleep in the kernel until a read in flight completes, where io_cv_ does not reach; these
+  // reads are waited for now (a read-ahead may still be queued behind that wait: read-ahead does not wake it).
+  // Under mu_: WakeReads only writes an eventfd or sets a flag.
+  if (io_waiting_ && (started || (queued_late && !ops_.empty()))) store_->WakeReads();
   const Clock::time_point start = Clock::now();
-  done_cv_.wait(lock, [&] { return wait->done; });
+  done_cv_.wait(lock, [&] {
+    for (const Waiting& w : waiting) {
+      if (!w.wait->done) return false;
+    }
+    return true;
+  });
   stats_.stall_ns += static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
-  if (!wait->status.ok()) return wait->status;
-  if (auto done = entries_.find(id); done != entries_.end()) TouchLocked(done->second);  // used now, like a hit
-  return wait->bytes;
+  Status first = Status::Ok();
+  for (const Waiting& w : waiting) {
+    if (!w.wait->status.ok()) {
+      if (first.ok()) first = w.wait->status;
+      continue;
+    }
+    out[w.index] = w.wait->bytes;
+    if (auto done = entries_.find(ids[w.index]); done != entries_.end()) TouchLocked(done->second);  // used now
+  }
+  waiting.clear();  // drops the ReadWaits: a page just read no longer looks pinned to eviction
+  return first;
 }
 
 std::vector<ColdPageCache::FailedWrite> ColdPageCache::TakeFailedWrites() {

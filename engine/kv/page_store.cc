@@ -343,16 +343,43 @@ KvPageStore::PrefetchResult KvPageStore::Prefetch(std::span<const uint64_t> ids,
 }
 
 StatusOr<PinnedPage> KvPageStore::Pin(uint64_t id) const {
-  auto it = pages_.find(id);
-  if (it == pages_.end()) return InternalError("KV page " + std::to_string(id) + " is not in the store");
-  if (it->second.ram != nullptr) return PinnedPage{it->second.ram, nullptr};
-  TQ_ASSIGN_OR_RETURN(PageBytes bytes, cold_->Get(id));
-  if (bytes->size() != it->second.record + it->second.length) {
-    return DataLossError("KV page " + std::to_string(id) + " read back with " + std::to_string(bytes->size()) +
-                         " bytes, not " + std::to_string(it->second.record + it->second.length));
+  PinnedPage pin;
+  TQ_RETURN_IF_ERROR(PinMany(std::span<const uint64_t>(&id, 1), std::span<PinnedPage>(&pin, 1)));
+  return pin;
+}
+
+Status KvPageStore::PinMany(std::span<const uint64_t> ids, std::span<PinnedPage> out) const {
+  thread_local std::vector<uint64_t> cold_ids;
+  thread_local std::vector<size_t> cold_index;
+  thread_local std::vector<PageBytes> cold_bytes;
+  cold_ids.clear();
+  cold_index.clear();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = pages_.find(ids[i]);
+    if (it == pages_.end()) return InternalError("KV page " + std::to_string(ids[i]) + " is not in the store");
+    if (it->second.ram != nullptr) {
+      out[i] = PinnedPage{it->second.ram, nullptr};
+      continue;
+    }
+    cold_ids.push_back(ids[i]);
+    cold_index.push_back(i);
   }
-  const uint8_t* data = bytes->data() + it->second.record;
-  return PinnedPage{data, std::move(bytes)};
+  if (cold_ids.empty()) return Status::Ok();
+  cold_bytes.assign(cold_ids.size(), nullptr);
+  Status status = cold_->GetMany(cold_ids, cold_bytes);
+  for (size_t j = 0; j < cold_ids.size() && status.ok(); ++j) {
+    const Page& page = pages_.find(cold_ids[j])->second;
+    const PageBytes& bytes = cold_bytes[j];
+    if (bytes->size() != page.record + page.length) {
+      status = DataLossError("KV page " + std::to_string(cold_ids[j]) + " read back with " +
+                             std::to_string(bytes->size()) + " bytes, not " +
+                             std::to_string(page.record + page.length));
+      break;
+    }
+    out[cold_index[j]] = PinnedPage{bytes->data() + page.record, bytes};
+  }
+  cold_bytes.clear();  // the holds are in out now
+  return status;
 }
 
 const uint8_t* KvPageStore::RamBytes(uint64_t id) const {

@@ -719,23 +719,35 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
                          std::to_string(first_pos) + " needs pages released from its sliding window");
   }
   const int kernel_first_pos = first_pos - static_cast<int>(skip_pages) * kPage;
+  // The cold pages (no RAM bytes) pinned together: one visit of the cold cache per head and layer.
+  thread_local std::vector<uint64_t> cold_ids;
+  thread_local std::vector<PinnedPage> pins;
+  cold_ids.clear();
+  for (size_t pi = skip_pages; pi < hp.full.size(); ++pi) {
+    if (hp.full[pi].ram == nullptr) cold_ids.push_back(hp.full[pi].id);
+  }
+  pins.assign(cold_ids.size(), PinnedPage{});
+  if (!cold_ids.empty()) {
+    if (Status pinned = store_->PinMany(cold_ids, pins); !pinned.ok()) {
+      RecordFault(pinned.WithContext("KV page of layer " + std::to_string(layer) + ", head " +
+                                     std::to_string(kv_head)));
+      std::fill(out, out + static_cast<size_t>(rows) * group * d, 0.0f);
+      pins.clear();
+      return Status::Ok();
+    }
+  }
+  size_t next_pin = 0;
   for (size_t pi = skip_pages; pi < hp.full.size(); ++pi) {
     const HeadPages::Full& page = hp.full[pi];
     const uint8_t* data = page.ram;
     if (data == nullptr) {
-      StatusOr<PinnedPage> pin = store_->Pin(page.id);
-      if (!pin.ok()) {
-        RecordFault(pin.status().WithContext("KV page of layer " + std::to_string(layer) + ", head " +
-                                             std::to_string(kv_head)));
-        std::fill(out, out + static_cast<size_t>(rows) * group * d, 0.0f);
-        holds.clear();
-        return Status::Ok();
-      }
-      data = pin->data;
-      if (pin->hold) holds.push_back(std::move(pin->hold));
+      PinnedPage& pin = pins[next_pin++];
+      data = pin.data;
+      if (pin.hold) holds.push_back(std::move(pin.hold));
     }
     refs.push_back({data, data + kernels::PageBytes(page.k, d).value(), page.k, page.v, kPage});
   }
+  pins.clear();
   if (hp.tail_tokens > 0) {
     refs.push_back({hp.k_tail.data(), hp.v_tail.data(), KvFormat::kF16, KvFormat::kF16, hp.tail_tokens});
   }

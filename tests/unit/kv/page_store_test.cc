@@ -273,6 +273,65 @@ TEST_P(PageStoreTest, AReadAskedForDuringASlowReadDoesNotWaitForIt) {
   EXPECT_EQ(Read(*s, ids[0], kSparsePage), Bytes(120, kSparsePage));
 }
 
+// Attention pins all the pages of a head at once (PinMany): RAM pages directly, cold pages in one visit of the
+// cache, where the ones not cached are read together rather than one after the other.
+TEST_P(PageStoreTest, PinManyReadsTheMissingColdPagesTogether) {
+  TQ_SKIP_IF_NO_BACKEND(GetParam());
+  auto s = Open(1, 1, 20, /*cache_bytes=*/8 * (kSparsePage + RecordBytes(0)) + 1000);  // room for 8 pages
+  ASSERT_NE(s, nullptr);
+  const auto hot = Bytes(140, kHotPage), warm = Bytes(141, kActivePage);
+  const uint64_t h = *s->Store(PrecisionClass::kHot, hot), w = *s->Store(PrecisionClass::kActive, warm);
+  std::vector<uint64_t> cold;
+  for (int i = 0; i < 12; ++i) cold.push_back(*s->Store(PrecisionClass::kSparse, Bytes(150 + i, kSparsePage)));
+  s->FlushCold();  // cold pages 0..3 are on disk only
+  const ColdCacheStats before = s->Stats().cold_cache;
+  fault_->AddRule({FaultKind::kLatency, IoOp::kRead, {}, 1, 0.0, 300'000});  // every read: 300 ms
+  const std::vector<uint64_t> ids = {h, cold[0], cold[1], cold[2], cold[3], w, cold[11]};
+  std::vector<PinnedPage> pins(ids.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(s->PinMany(ids, pins).ok());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(seconds, 0.9) << "four 300 ms reads one after the other";
+  EXPECT_EQ(std::vector<uint8_t>(pins[0].data, pins[0].data + hot.size()), hot);
+  EXPECT_EQ(pins[0].hold, nullptr);  // RAM: nothing to hold
+  EXPECT_EQ(std::vector<uint8_t>(pins[5].data, pins[5].data + warm.size()), warm);
+  for (int j : {1, 2, 3, 4}) {
+    EXPECT_EQ(std::vector<uint8_t>(pins[j].data, pins[j].data + kSparsePage), Bytes(150 + j - 1, kSparsePage)) << j;
+    EXPECT_NE(pins[j].hold, nullptr);
+  }
+  EXPECT_EQ(std::vector<uint8_t>(pins[6].data, pins[6].data + kSparsePage), Bytes(161, kSparsePage));
+  const ColdCacheStats after = s->Stats().cold_cache;
+  EXPECT_EQ(after.misses - before.misses, 4u);
+  EXPECT_EQ(after.prefetch_hits - before.prefetch_hits, 1u);
+  pins.assign(ids.size(), PinnedPage{});
+
+  const uint64_t unknown = 1'000'000;
+  std::vector<PinnedPage> one(1);
+  EXPECT_EQ(s->PinMany(std::span<const uint64_t>(&unknown, 1), one).code(), StatusCode::kInternal);
+}
+
+// A page that fails to read fails the whole call with the read's status (attention then recomputes the
+// sequence); the same pages read again once the disk behaves.
+TEST_P(PageStoreTest, PinManyFailsWithTheReadsStatusAndARetryWorks) {
+  TQ_SKIP_IF_NO_BACKEND(GetParam());
+  auto s = Open(1, 1, 4, /*cache_bytes=*/0);  // no cache: every cold read comes from the disk
+  ASSERT_NE(s, nullptr);
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(*s->Store(PrecisionClass::kSparse, Bytes(170 + i, kSparsePage)));
+  s->FlushCold();
+  fault_->AddRule({FaultKind::kEio, IoOp::kRead, {}, 1});  // every read
+  std::vector<PinnedPage> pins(ids.size());
+  const Status failed = s->PinMany(ids, pins);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(failed.code() == StatusCode::kIoError || failed.code() == StatusCode::kDataLoss) << failed.ToString();
+  fault_->ClearRules();
+  pins.assign(ids.size(), PinnedPage{});
+  ASSERT_TRUE(s->PinMany(ids, pins).ok());
+  for (size_t j = 0; j < ids.size(); ++j) {
+    EXPECT_EQ(std::vector<uint8_t>(pins[j].data, pins[j].data + kSparsePage), Bytes(170 + j, kSparsePage)) << j;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, PageStoreTest, ::testing::Values("io_uring", "pread"));
 
 TEST(PageStoreRamOnlyTest, WithoutAColdDirSparsePagesLiveInTheWarmTier) {
