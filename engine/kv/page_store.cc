@@ -349,11 +349,15 @@ StatusOr<PinnedPage> KvPageStore::Pin(uint64_t id) const {
 }
 
 Status KvPageStore::PinMany(std::span<const uint64_t> ids, std::span<PinnedPage> out) const {
+  // The cold ones among ids: their ids, positions in ids and store entries (pages_ does not change during
+  // attention, so the entries found here stay valid).
   thread_local std::vector<uint64_t> cold_ids;
   thread_local std::vector<size_t> cold_index;
+  thread_local std::vector<const Page*> cold_pages;
   thread_local std::vector<PageBytes> cold_bytes;
   cold_ids.clear();
   cold_index.clear();
+  cold_pages.clear();
   for (size_t i = 0; i < ids.size(); ++i) {
     auto it = pages_.find(ids[i]);
     if (it == pages_.end()) return InternalError("KV page " + std::to_string(ids[i]) + " is not in the store");
@@ -363,12 +367,13 @@ Status KvPageStore::PinMany(std::span<const uint64_t> ids, std::span<PinnedPage>
     }
     cold_ids.push_back(ids[i]);
     cold_index.push_back(i);
+    cold_pages.push_back(&it->second);
   }
   if (cold_ids.empty()) return Status::Ok();
   cold_bytes.assign(cold_ids.size(), nullptr);
   Status status = cold_->GetMany(cold_ids, cold_bytes);
   for (size_t j = 0; j < cold_ids.size() && status.ok(); ++j) {
-    const Page& page = pages_.find(cold_ids[j])->second;
+    const Page& page = *cold_pages[j];
     const PageBytes& bytes = cold_bytes[j];
     if (bytes->size() != page.record + page.length) {
       status = DataLossError("KV page " + std::to_string(cold_ids[j]) + " read back with " +

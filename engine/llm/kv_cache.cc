@@ -709,8 +709,6 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
   const HeadPages& hp = pages_[layer][kv_head];
   std::vector<kernels::KvPageRef> refs;
   refs.reserve(hp.full.size() + 1);
-  thread_local std::vector<PageBytes> holds;  // cold pages stay alive until the kernel is done
-  holds.clear();
   // Sliding window: full pages that end before the first row's window are left out (positions shift with them).
   const size_t skip_pages =
       window > 0 ? std::min(hp.full.size(), static_cast<size_t>(std::max(0, first_pos - window + 1) / kPage)) : 0;
@@ -719,7 +717,8 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
                          std::to_string(first_pos) + " needs pages released from its sliding window");
   }
   const int kernel_first_pos = first_pos - static_cast<int>(skip_pages) * kPage;
-  // The cold pages (no RAM bytes) pinned together: one visit of the cold cache per head and layer.
+  // The cold pages (no RAM bytes) pinned together: one visit of the cold cache per head and layer. `pins` keeps
+  // their bytes alive until the kernel is done.
   thread_local std::vector<uint64_t> cold_ids;
   thread_local std::vector<PinnedPage> pins;
   cold_ids.clear();
@@ -740,14 +739,9 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
   for (size_t pi = skip_pages; pi < hp.full.size(); ++pi) {
     const HeadPages::Full& page = hp.full[pi];
     const uint8_t* data = page.ram;
-    if (data == nullptr) {
-      PinnedPage& pin = pins[next_pin++];
-      data = pin.data;
-      if (pin.hold) holds.push_back(std::move(pin.hold));
-    }
+    if (data == nullptr) data = pins[next_pin++].data;
     refs.push_back({data, data + kernels::PageBytes(page.k, d).value(), page.k, page.v, kPage});
   }
-  pins.clear();
   if (hp.tail_tokens > 0) {
     refs.push_back({hp.k_tail.data(), hp.v_tail.data(), KvFormat::kF16, KvFormat::kF16, hp.tail_tokens});
   }
@@ -812,7 +806,7 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
                                                  out + offset, &stats));
     r += n;
   }
-  holds.clear();
+  pins.clear();
   if (!hp.xf.v_scale.empty()) {
     for (size_t r = 0; r < static_cast<size_t>(rows) * group * d; r += d) {
       for (int i = 0; i < d; ++i) out[r + i] *= hp.xf.v_scale[i];
