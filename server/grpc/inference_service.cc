@@ -1,6 +1,7 @@
 #include "server/grpc/inference_service.h"
 
 #include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <random>
@@ -168,7 +169,8 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
     }
     if (!aborted && context->IsCancelled()) {
       aborted = true;
-      engine_->Abort(id);
+      spdlog::info("gRPC Generate {}: the client cancelled the call; aborting it (found: {})", id,
+                   engine_->Abort(id));
     }
     if (!item) continue;
     engine::GenerateEvent& ev = item->event;
@@ -193,7 +195,8 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
       }
       if (!aborted && !writer->Write(chunk)) {
         aborted = true;
-        engine_->Abort(id);
+        spdlog::info("gRPC Generate {}: the stream is closed; aborting the request (found: {})", id,
+                     engine_->Abort(id));
       }
     }
     if (!ev.final) continue;

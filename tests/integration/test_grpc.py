@@ -100,14 +100,18 @@ def test_abort_by_id(pb, channel):
     assert not stub.Abort(m.AbortRequest(request_id="to-abort")).found
 
 
-def test_cancelled_call_frees_the_sequence(pb, channel):
+def test_cancelled_call_frees_the_sequence(pb, channel, daemon):
     m, g = pb
     stub = g.InferenceStub(channel)
     call = stub.Generate(m.GenerateRequest(prompt="Go on:", sampling=m.SamplingParams(max_tokens=3000,
                                                                                       ignore_eos=True)))
     next(call)
     call.cancel()
-    deadline = time.time() + 20
+    cancelled_at = time.time()
+    deadline = cancelled_at + 20
     while time.time() < deadline and stub.GetServerInfo(m.GetServerInfoRequest()).running_requests:
         time.sleep(0.1)
-    assert stub.GetServerInfo(m.GetServerInfoRequest()).running_requests == 0
+    running = stub.GetServerInfo(m.GetServerInfoRequest()).running_requests
+    # The daemon's log says whether the cancellation reached the handler and the engine (a rare CI failure).
+    assert running == 0, f"{running} still running {time.time() - cancelled_at:.1f} s after the cancel; " \
+                         f"daemon log:\n{daemon.logs()[-4000:]}"
