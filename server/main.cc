@@ -38,6 +38,11 @@ int main(int argc, char** argv) {
   CLI::App app{"tqserve: an LLM inference server with a TurboQuant-compressed, tiered KV cache"};
   app.set_version_flag("--version", VersionText());
   app.require_subcommand(1);
+  std::string simd = "auto";
+  app.add_option("--simd", simd,
+                 "cap the CPU kernels' SIMD target (auto, or one of the names --version lists, e.g. AVX2)")
+      ->envname("TQ_SIMD")
+      ->capture_default_str();
 
   // One row per subcommand; each lives in server/cli/cmd_<name>.cc.
   std::vector<tq::cli::Command> commands = {
@@ -60,6 +65,10 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    return tq::cli::kExitUsage;
+  }
+  if (tq::Status s = tq::kernels::LimitSimdTarget(simd); !s.ok()) {
+    std::fprintf(stderr, "tqserve: --simd: %s\n", s.ToString().c_str());
     return tq::cli::kExitUsage;
   }
   for (const tq::cli::Command& command : commands) {

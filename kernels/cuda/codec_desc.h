@@ -39,6 +39,11 @@ struct GpuCodec {
   int32_t page_bytes = 0;
   uint64_t seed = 0;
   uint8_t outlier_mask[32] = {};
+  // Scale search of the TurboQuant codes (kernels/formats/codebook.h): the candidate scales, first one wins
+  // ties, for rotated segments of at most scale_search_max_bits bits; num_code_scales 0: nearest centroids.
+  int32_t num_code_scales = 0;
+  int32_t scale_search_max_bits = 0;
+  float code_scales[8] = {};
   GpuSegment seg[kMaxSegments];
   const float* tables = nullptr;       // code values of every segment
   const float* boundaries = nullptr;   // Lloyd-Max boundaries of every rotated segment

@@ -71,6 +71,40 @@ __device__ uint64_t HeaderHash(const uint64_t* words) {
   return hash;
 }
 
+// The reference's centroid search (std::upper_bound): #{k : !(u < bounds[k])}, so a NaN gets the last code.
+__device__ uint32_t CodeOf(const float* bounds, int nb, float u) {
+  uint32_t code = 0;
+  while (static_cast<int>(code) < nb && !(u < bounds[code])) ++code;
+  return code;
+}
+
+// The reference's BestCodeScale (kernels/formats/codec.cc): the candidate scale whose codes point closest to y.
+__device__ float BestCodeScale(const GpuCodec& c, const GpuSegment& seg, const float* y, float norm) {
+  if (seg.bits > c.scale_search_max_bits) return 1.0f;
+  const float* bounds = c.boundaries + seg.bound_offset;
+  const float* cent = c.tables + seg.table_offset;
+  const int nb = (1 << seg.bits) - 1;
+  float best_scale = 1.0f;
+  double best = -INFINITY;
+  for (int k = 0; k < c.num_code_scales; ++k) {
+    const float s = c.code_scales[k];
+    double dot = 0.0;
+    double c2 = 0.0;
+    for (int i = 0; i < seg.dims; ++i) {
+      const float t = y[i] / norm;
+      const float v = cent[CodeOf(bounds, nb, t * s)];
+      dot += static_cast<double>(v) * t;
+      c2 += static_cast<double>(v) * v;
+    }
+    const double score = dot / sqrt(c2);
+    if (score > best) {
+      best = score;
+      best_scale = s;
+    }
+  }
+  return best_scale;
+}
+
 __device__ void EncodeTqToken(const GpuCodec& c, const float* x, int token, uint8_t* page) {
   const int d = c.head_dim;
   const int t = token % kGroupTokens;
@@ -91,13 +125,11 @@ __device__ void EncodeTqToken(const GpuCodec& c, const float* x, int token, uint
       const float* bounds = c.boundaries + seg.bound_offset;
       const float* cent = c.tables + seg.table_offset;
       const int nb = (1 << seg.bits) - 1;
+      const float scale = norm > 0.0f ? BestCodeScale(c, seg, y + seg.first, norm) : 1.0f;
       double c2 = 0.0;
       for (int i = 0; i < seg.dims; ++i) {
         uint32_t code = 0;
-        if (norm > 0.0f) {
-          const float u = y[seg.first + i] / norm;
-          while (static_cast<int>(code) < nb && bounds[code] <= u) ++code;
-        }
+        if (norm > 0.0f) code = CodeOf(bounds, nb, y[seg.first + i] / norm * scale);
         SetCode(group, seg, i, t, code);
         c2 += static_cast<double>(cent[code]) * cent[code];
       }

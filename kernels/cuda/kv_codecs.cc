@@ -4,6 +4,8 @@
 #include <cstring>
 #include <functional>
 
+#include "kernels/formats/codebook.h"
+
 namespace tq::gpu {
 namespace {
 
@@ -62,6 +64,12 @@ StatusOr<int> DeviceCodecs::Add(const KvCodec& in) {
   g.page_bytes = static_cast<int32_t>(layout.page_bytes);
   g.seed = header.seed;
   std::memcpy(g.outlier_mask, codec->outlier_mask().data(), sizeof(g.outlier_mask));
+  static_assert(kernels::kCodeScales.size() <= sizeof(g.code_scales) / sizeof(float));
+  if (codec->scale_search()) {
+    g.num_code_scales = static_cast<int32_t>(kernels::kCodeScales.size());
+    g.scale_search_max_bits = kernels::kScaleSearchMaxBits;
+    std::copy(kernels::kCodeScales.begin(), kernels::kCodeScales.end(), g.code_scales);
+  }
 
   std::vector<float> tables, boundaries, signs;
   std::vector<int32_t> perms;

@@ -166,6 +166,33 @@ Status KvCodec::Train(const float* x, int n) {
   return Status::Ok();
 }
 
+namespace {
+
+// The scale of kCodeScales whose codes point closest to y (see there). y: [dims], norm = ||y|| > 0.
+float BestCodeScale(const Codebook& book, const float* y, int dims, float norm) {
+  if (book.bits > kScaleSearchMaxBits) return 1.0f;
+  float best_scale = 1.0f;
+  double best = -INFINITY;
+  for (const float s : kCodeScales) {
+    double dot = 0.0;
+    double c2 = 0.0;
+    for (int i = 0; i < dims; ++i) {
+      const float t = y[i] / norm;
+      const float c = book.centroids[book.Quantize(t * s)];
+      dot += static_cast<double>(c) * t;
+      c2 += static_cast<double>(c) * c;
+    }
+    const double score = dot / std::sqrt(c2);
+    if (score > best) {
+      best = score;
+      best_scale = s;
+    }
+  }
+  return best_scale;
+}
+
+}  // namespace
+
 void KvCodec::EncodeTq(const float* x, int token, uint8_t* page) const {
   const int d = layout_.head_dim;
   const int t = token % kGroupTokens;
@@ -179,11 +206,13 @@ void KvCodec::EncodeTq(const float* x, int token, uint8_t* page) const {
       for (int i = 0; i < seg.dims; ++i) sum += static_cast<double>(y[seg.first + i]) * y[seg.first + i];
       const float norm = static_cast<float>(std::sqrt(sum));
       const Codebook& book = LloydMaxCodebook(seg.dims, seg.bits);
+      const float scale = scale_search_ && norm > 0.0f ? BestCodeScale(book, y.data() + seg.first, seg.dims, norm) : 1.0f;
       // Norm correction: the stored norm is ||y|| / ||c||, c the vector of chosen centroids, so the decoded
       // vector has exactly the input's length (the centroids alone fall short of unit length by the MSE).
       double c2 = 0.0;
       for (int i = 0; i < seg.dims; ++i) {
-        const uint32_t code = norm > 0.0f ? static_cast<uint32_t>(book.Quantize(y[seg.first + i] / norm)) : 0u;
+        const float u = y[seg.first + i] / norm * scale;
+        const uint32_t code = norm > 0.0f ? static_cast<uint32_t>(book.Quantize(u)) : 0u;
         SetCode(group, seg, i, t, code);
         c2 += static_cast<double>(book.centroids[code]) * book.centroids[code];
       }
@@ -275,6 +304,7 @@ Status KvCodec::EncodePage(const float* x, int n, std::span<uint8_t> page) const
   job.x = x;
   job.n = n;
   job.page = page.data();
+  job.scale_search = scale_search_;
   if (GetFormatInfo(layout_.format).kind == FormatKind::kInt8) {
     Int8ClampRange(x, n, header, job.int8_lo, job.int8_hi);
   }

@@ -44,6 +44,10 @@ class KvCodec {
 
   // int8 only: clamp to median +- 3 * 1.4826 * MAD of the page's values before taking the scale.
   void set_robust_clamp(bool on) { robust_clamp_ = on; }
+  // TurboQuant codes: scale search (codebook.h, kCodeScales), on by default. Off gives the paper's quantizer
+  // (nearest centroid per coordinate), for comparing with its figures.
+  void set_scale_search(bool on) { scale_search_ = on; }
+  bool scale_search() const { return scale_search_; }
 
   KvFormat format() const { return layout_.format; }
   int head_dim() const { return layout_.head_dim; }
@@ -84,6 +88,7 @@ class KvCodec {
   CodeLayout layout_;
   uint64_t seed_;
   bool robust_clamp_ = false;
+  bool scale_search_ = true;
   OutlierMask outlier_mask_ = {};
   std::vector<int> channel_order_;  // outlier formats: outlier channels then the rest, ascending in each
   std::vector<std::unique_ptr<Rotation>> rotations_;  // one per rotated segment

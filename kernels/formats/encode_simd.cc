@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/formats/codebook.h"
 #include "kernels/formats/format.h"
 #include "kernels/weights/half.h"
 
@@ -163,15 +164,70 @@ void SumSquares(const float* rows, int n, double* sums) {
 
 // ---- Centroid search: code = #{k : !(t < boundary_k)} (std::upper_bound's index, NaN included). ----
 
-// For rows [0, dims): t = rows[i][tok] / norm[tok]; codes[i][tok] = the code of t (0 where !(norm > 0));
-// vals[i][tok] = centroids[code].
+// The code of each lane of t for a codebook of at most 4 bits: #{k : !(t < bounds[k])}.
 template <int kBits>
-void Quantize(const float* rows, int dims, const float* norm, const SegmentTables& tables, uint8_t* codes,
-              float* vals) {
+HWY_INLINE VI SmallCode(VF t, const VF* bv) {
+  const DI di;
+  const VI one = hn::Set(di, 1);
+  VI code = hn::Zero(di);
+  for (int k = 0; k < (1 << kBits) - 1; ++k) {
+    code = hn::Add(code, hn::IfThenZeroElse(hn::RebindMask(di, hn::Lt(t, bv[k])), one));
+  }
+  return code;
+}
+
+// Scale search (codebook.h, kCodeScales), lane-wise: scales[tok] = the first scale s with the largest
+// sum_i c_i t_i / sqrt(sum_i c_i^2), c_i = centroids[code of t_i * s], t_i = rows[i][tok] / norm[tok]; the sums in
+// fp64 over ascending i, as the reference's BestCodeScale. Lanes whose score is never a number (norm 0) keep 1.
+template <int kBits>
+void BestScales(const float* rows, int dims, const VF* norm_v, const VF* bv, const float* centroids,
+                float* scales) {
+  const DF df;
+  const DD dd;
+  const DFD dfd;
+  alignas(64) float tb[kT];
+  alignas(64) float cb[kT];
+  VD best[kBlocksD];
+  VD best_scale[kBlocksD];
+  for (size_t b = 0; b < kBlocksD; ++b) {
+    best[b] = hn::Set(dd, -INFINITY);
+    best_scale[b] = hn::Set(dd, 1.0);
+  }
+  for (const float s : kCodeScales) {
+    const VF sv = hn::Set(df, s);
+    VD dot[kBlocksD];
+    VD c2[kBlocksD];
+    for (size_t b = 0; b < kBlocksD; ++b) dot[b] = c2[b] = hn::Zero(dd);
+    for (int i = 0; i < dims; ++i) {
+      for (size_t b = 0; b < kBlocks; ++b) {
+        const VF t = hn::Div(hn::Load(df, rows + i * kT + b * kN), norm_v[b]);
+        hn::Store(t, df, tb + b * kN);
+        hn::Store(hn::GatherIndex(df, centroids, SmallCode<kBits>(hn::Mul(t, sv), bv)), df, cb + b * kN);
+      }
+      for (size_t b = 0; b < kBlocksD; ++b) {
+        const VD c = hn::PromoteTo(dd, hn::Load(dfd, cb + b * kND));
+        dot[b] = hn::MulAdd(c, hn::PromoteTo(dd, hn::Load(dfd, tb + b * kND)), dot[b]);  // exact products
+        c2[b] = hn::MulAdd(c, c, c2[b]);
+      }
+    }
+    for (size_t b = 0; b < kBlocksD; ++b) {
+      const VD score = hn::Div(dot[b], hn::Sqrt(c2[b]));
+      const auto better = hn::Gt(score, best[b]);
+      best[b] = hn::IfThenElse(better, score, best[b]);
+      best_scale[b] = hn::IfThenElse(better, hn::Set(dd, static_cast<double>(s)), best_scale[b]);
+    }
+  }
+  for (size_t b = 0; b < kBlocksD; ++b) hn::Store(hn::DemoteTo(dfd, best_scale[b]), dfd, scales + b * kND);
+}
+
+// For rows [0, dims): t = rows[i][tok] / norm[tok] (times the lane's scale from BestScales, at most 4 bits);
+// codes[i][tok] = the code of t (0 where !(norm > 0)); vals[i][tok] = centroids[code].
+template <int kBits>
+void Quantize(const float* rows, int dims, const float* norm, const SegmentTables& tables, bool scale_search,
+              uint8_t* codes, float* vals) {
   const DF df;
   const DI di;
   const DU8 du8;
-  const VI one = hn::Set(di, 1);
   hn::Mask<DF> positive[kBlocks];
   VF norm_v[kBlocks];
   for (size_t b = 0; b < kBlocks; ++b) {
@@ -182,15 +238,21 @@ void Quantize(const float* rows, int dims, const float* norm, const SegmentTable
   const float* centroids = tables.centroids.data();
   constexpr int kLevels = 1 << kBits;
   if constexpr (kBits <= 4) {
+    static_assert(kBits <= kScaleSearchMaxBits);
     VF bv[kLevels - 1];
     for (int k = 0; k < kLevels - 1; ++k) bv[k] = hn::Set(df, bounds[k]);
+    alignas(64) float scales[kT];
+    if (scale_search) {
+      BestScales<kBits>(rows, dims, norm_v, bv, centroids, scales);
+    } else {
+      std::fill(scales, scales + kT, 1.0f);
+    }
+    VF scale_v[kBlocks];
+    for (size_t b = 0; b < kBlocks; ++b) scale_v[b] = hn::Load(df, scales + b * kN);
     for (int i = 0; i < dims; ++i) {
       for (size_t b = 0; b < kBlocks; ++b) {
-        const VF t = hn::Div(hn::Load(df, rows + i * kT + b * kN), norm_v[b]);
-        VI code = hn::Zero(di);
-        for (int k = 0; k < kLevels - 1; ++k) {
-          code = hn::Add(code, hn::IfThenZeroElse(hn::RebindMask(di, hn::Lt(t, bv[k])), one));
-        }
+        const VF t = hn::Mul(hn::Div(hn::Load(df, rows + i * kT + b * kN), norm_v[b]), scale_v[b]);
+        VI code = SmallCode<kBits>(t, bv);
         code = hn::IfThenElseZero(hn::RebindMask(di, positive[b]), code);
         hn::Store(hn::GatherIndex(df, centroids, code), df, vals + i * kT + b * kN);
         hn::StoreU(hn::DemoteTo(du8, code), du8, codes + i * kT + b * kN);
@@ -324,11 +386,11 @@ void EncodeTqGroup(const EncodeJob& job, int token0, int valid, Scratch& s, uint
       SumSquares(rows, seg.dims, sums);
       for (int t = 0; t < kT; ++t) norm[t] = static_cast<float>(std::sqrt(sums[t]));
       switch (seg.bits) {
-        case 1: Quantize<1>(rows, seg.dims, norm, tables, s.codes.get(), s.vals.get()); break;
-        case 2: Quantize<2>(rows, seg.dims, norm, tables, s.codes.get(), s.vals.get()); break;
-        case 3: Quantize<3>(rows, seg.dims, norm, tables, s.codes.get(), s.vals.get()); break;
-        case 4: Quantize<4>(rows, seg.dims, norm, tables, s.codes.get(), s.vals.get()); break;
-        case 8: Quantize<8>(rows, seg.dims, norm, tables, s.codes.get(), s.vals.get()); break;
+        case 1: Quantize<1>(rows, seg.dims, norm, tables, job.scale_search, s.codes.get(), s.vals.get()); break;
+        case 2: Quantize<2>(rows, seg.dims, norm, tables, job.scale_search, s.codes.get(), s.vals.get()); break;
+        case 3: Quantize<3>(rows, seg.dims, norm, tables, job.scale_search, s.codes.get(), s.vals.get()); break;
+        case 4: Quantize<4>(rows, seg.dims, norm, tables, job.scale_search, s.codes.get(), s.vals.get()); break;
+        case 8: Quantize<8>(rows, seg.dims, norm, tables, job.scale_search, s.codes.get(), s.vals.get()); break;
       }
       // Norm correction: store ||y|| / ||c||, c the chosen centroids (the reference's formula, in fp64).
       SumSquares(s.vals.get(), seg.dims, sums);

@@ -35,6 +35,7 @@ struct EncodeJob {
   const float* x = nullptr;                 // [n][head_dim]
   int n = 0;                                // tokens, 1..kPageTokens
   uint8_t* page = nullptr;                  // layout->page_bytes, zeroed; the header is not written
+  bool scale_search = true;                 // TurboQuant codes of <= 4 bits: scale search (codebook.h)
   // int8 only: clamp range applied before the scale is taken (+-inf without the robust clamp).
   float int8_lo = 0.0f;
   float int8_hi = 0.0f;
