@@ -85,18 +85,18 @@ __device__ float BestCodeScale(const GpuCodec& c, const GpuSegment& seg, const f
   const float* cent = c.tables + seg.table_offset;
   const int nb = (1 << seg.bits) - 1;
   float best_scale = 1.0f;
-  double best = -INFINITY;
+  float best = -INFINITY;
   for (int k = 0; k < c.num_code_scales; ++k) {
     const float s = c.code_scales[k];
-    double dot = 0.0;
-    double c2 = 0.0;
+    float dot = 0.0f;  // fp32, multiply then add (this file is compiled with --fmad=false)
+    float c2 = 0.0f;
     for (int i = 0; i < seg.dims; ++i) {
       const float t = y[i] / norm;
       const float v = cent[CodeOf(bounds, nb, t * s)];
-      dot += static_cast<double>(v) * t;
-      c2 += static_cast<double>(v) * v;
+      dot += v * t;
+      c2 += v * v;
     }
-    const double score = dot / sqrt(c2);
+    const float score = dot / sqrtf(c2);
     if (score > best) {
       best = score;
       best_scale = s;

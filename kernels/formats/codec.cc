@@ -172,17 +172,17 @@ namespace {
 float BestCodeScale(const Codebook& book, const float* y, int dims, float norm) {
   if (book.bits > kScaleSearchMaxBits) return 1.0f;
   float best_scale = 1.0f;
-  double best = -INFINITY;
+  float best = -INFINITY;
   for (const float s : kCodeScales) {
-    double dot = 0.0;
-    double c2 = 0.0;
+    float dot = 0.0f;  // fp32, multiply then add (this file is compiled without contraction): the SIMD order
+    float c2 = 0.0f;
     for (int i = 0; i < dims; ++i) {
       const float t = y[i] / norm;
       const float c = book.centroids[book.Quantize(t * s)];
-      dot += static_cast<double>(c) * t;
-      c2 += static_cast<double>(c) * c;
+      dot += c * t;
+      c2 += c * c;
     }
-    const double score = dot / std::sqrt(c2);
+    const float score = dot / std::sqrt(c2);
     if (score > best) {
       best = score;
       best_scale = s;

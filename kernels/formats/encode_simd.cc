@@ -164,60 +164,82 @@ void SumSquares(const float* rows, int n, double* sums) {
 
 // ---- Centroid search: code = #{k : !(t < boundary_k)} (std::upper_bound's index, NaN included). ----
 
-// The code of each lane of t for a codebook of at most 4 bits: #{k : !(t < bounds[k])}.
+// A table of at most 16 floats for lane-wise lookups: in registers where vectors hold 8 or 16 floats (one or two
+// permutes), else gathered from memory.
+struct SmallTable {
+  static constexpr size_t kParts = kN >= 8 ? 16 / kN : 1;
+  alignas(64) float entries[16] = {};
+  VF part[kParts];
+
+  explicit SmallTable(const std::vector<float>& values) {
+    std::copy(values.begin(), values.end(), entries);
+    const DF df;
+    for (size_t p = 0; p < kParts; ++p) part[p] = hn::Load(df, entries + p * kN);
+  }
+  // entries[idx] per lane, idx in [0, 16).
+  HWY_INLINE VF At(VI idx) const {
+    const DF df;
+    if constexpr (kN >= 16) {
+      return hn::TableLookupLanes(part[0], hn::IndicesFromVec(df, idx));
+    } else if constexpr (kN == 8) {
+      const DI di;
+      const auto lanes = hn::IndicesFromVec(df, hn::And(idx, hn::Set(di, 7)));
+      const auto high = hn::RebindMask(df, hn::Ne(hn::And(idx, hn::Set(di, 8)), hn::Zero(di)));
+      return hn::IfThenElse(high, hn::TableLookupLanes(part[1], lanes), hn::TableLookupLanes(part[0], lanes));
+    } else {
+      return hn::GatherIndex(df, entries, idx);
+    }
+  }
+};
+
+// The code of each lane of t for a codebook of at most 4 bits: #{k : !(t < bounds[k])} (the boundaries are
+// ascending, so a binary search finds the same count; a NaN compares "not less" at every step, as in the count).
 template <int kBits>
-HWY_INLINE VI SmallCode(VF t, const VF* bv) {
+HWY_INLINE VI SmallCode(VF t, const SmallTable& bounds) {
   const DI di;
-  const VI one = hn::Set(di, 1);
   VI code = hn::Zero(di);
-  for (int k = 0; k < (1 << kBits) - 1; ++k) {
-    code = hn::Add(code, hn::IfThenZeroElse(hn::RebindMask(di, hn::Lt(t, bv[k])), one));
+  for (int step = 1 << (kBits - 1); step >= 1; step /= 2) {
+    const VF bound = bounds.At(hn::Add(code, hn::Set(di, step - 1)));
+    code = hn::Add(code, hn::IfThenZeroElse(hn::RebindMask(di, hn::Lt(t, bound)), hn::Set(di, step)));
   }
   return code;
 }
 
 // Scale search (codebook.h, kCodeScales), lane-wise: scales[tok] = the first scale s with the largest
-// sum_i c_i t_i / sqrt(sum_i c_i^2), c_i = centroids[code of t_i * s], t_i = rows[i][tok] / norm[tok]; the sums in
-// fp64 over ascending i, as the reference's BestCodeScale. Lanes whose score is never a number (norm 0) keep 1.
+// sum_i c_i t_i / sqrt(sum_i c_i^2), c_i = centroids[code of t_i * s], t = t_rows[i][tok]; fp32 sums over
+// ascending i with separate multiplies and adds, as the reference's BestCodeScale. Lanes whose score is never a
+// number (norm 0) keep 1.
 template <int kBits>
-void BestScales(const float* rows, int dims, const VF* norm_v, const VF* bv, const float* centroids,
+void BestScales(const float* t_rows, int dims, const SmallTable& bounds, const SmallTable& centroids,
                 float* scales) {
   const DF df;
-  const DD dd;
-  const DFD dfd;
-  alignas(64) float tb[kT];
-  alignas(64) float cb[kT];
-  VD best[kBlocksD];
-  VD best_scale[kBlocksD];
-  for (size_t b = 0; b < kBlocksD; ++b) {
-    best[b] = hn::Set(dd, -INFINITY);
-    best_scale[b] = hn::Set(dd, 1.0);
+  VF best[kBlocks];
+  VF best_scale[kBlocks];
+  for (size_t b = 0; b < kBlocks; ++b) {
+    best[b] = hn::Set(df, -INFINITY);
+    best_scale[b] = hn::Set(df, 1.0f);
   }
   for (const float s : kCodeScales) {
     const VF sv = hn::Set(df, s);
-    VD dot[kBlocksD];
-    VD c2[kBlocksD];
-    for (size_t b = 0; b < kBlocksD; ++b) dot[b] = c2[b] = hn::Zero(dd);
+    VF dot[kBlocks];
+    VF c2[kBlocks];
+    for (size_t b = 0; b < kBlocks; ++b) dot[b] = c2[b] = hn::Zero(df);
     for (int i = 0; i < dims; ++i) {
       for (size_t b = 0; b < kBlocks; ++b) {
-        const VF t = hn::Div(hn::Load(df, rows + i * kT + b * kN), norm_v[b]);
-        hn::Store(t, df, tb + b * kN);
-        hn::Store(hn::GatherIndex(df, centroids, SmallCode<kBits>(hn::Mul(t, sv), bv)), df, cb + b * kN);
-      }
-      for (size_t b = 0; b < kBlocksD; ++b) {
-        const VD c = hn::PromoteTo(dd, hn::Load(dfd, cb + b * kND));
-        dot[b] = hn::MulAdd(c, hn::PromoteTo(dd, hn::Load(dfd, tb + b * kND)), dot[b]);  // exact products
-        c2[b] = hn::MulAdd(c, c, c2[b]);
+        const VF t = hn::Load(df, t_rows + i * kT + b * kN);
+        const VF c = centroids.At(SmallCode<kBits>(hn::Mul(t, sv), bounds));
+        dot[b] = hn::Add(dot[b], hn::Mul(c, t));
+        c2[b] = hn::Add(c2[b], hn::Mul(c, c));
       }
     }
-    for (size_t b = 0; b < kBlocksD; ++b) {
-      const VD score = hn::Div(dot[b], hn::Sqrt(c2[b]));
+    for (size_t b = 0; b < kBlocks; ++b) {
+      const VF score = hn::Div(dot[b], hn::Sqrt(c2[b]));
       const auto better = hn::Gt(score, best[b]);
       best[b] = hn::IfThenElse(better, score, best[b]);
-      best_scale[b] = hn::IfThenElse(better, hn::Set(dd, static_cast<double>(s)), best_scale[b]);
+      best_scale[b] = hn::IfThenElse(better, sv, best_scale[b]);
     }
   }
-  for (size_t b = 0; b < kBlocksD; ++b) hn::Store(hn::DemoteTo(dfd, best_scale[b]), dfd, scales + b * kND);
+  for (size_t b = 0; b < kBlocks; ++b) hn::Store(best_scale[b], df, scales + b * kN);
 }
 
 // For rows [0, dims): t = rows[i][tok] / norm[tok] (times the lane's scale from BestScales, at most 4 bits);
@@ -239,11 +261,17 @@ void Quantize(const float* rows, int dims, const float* norm, const SegmentTable
   constexpr int kLevels = 1 << kBits;
   if constexpr (kBits <= 4) {
     static_assert(kBits <= kScaleSearchMaxBits);
-    VF bv[kLevels - 1];
-    for (int k = 0; k < kLevels - 1; ++k) bv[k] = hn::Set(df, bounds[k]);
+    const SmallTable bound_table(tables.boundaries);
+    const SmallTable centroid_table(tables.centroids);
+    // vals holds t = rows / norm until each row is overwritten with its centroids below.
+    for (int i = 0; i < dims; ++i) {
+      for (size_t b = 0; b < kBlocks; ++b) {
+        hn::Store(hn::Div(hn::Load(df, rows + i * kT + b * kN), norm_v[b]), df, vals + i * kT + b * kN);
+      }
+    }
     alignas(64) float scales[kT];
     if (scale_search) {
-      BestScales<kBits>(rows, dims, norm_v, bv, centroids, scales);
+      BestScales<kBits>(vals, dims, bound_table, centroid_table, scales);
     } else {
       std::fill(scales, scales + kT, 1.0f);
     }
@@ -251,10 +279,10 @@ void Quantize(const float* rows, int dims, const float* norm, const SegmentTable
     for (size_t b = 0; b < kBlocks; ++b) scale_v[b] = hn::Load(df, scales + b * kN);
     for (int i = 0; i < dims; ++i) {
       for (size_t b = 0; b < kBlocks; ++b) {
-        const VF t = hn::Mul(hn::Div(hn::Load(df, rows + i * kT + b * kN), norm_v[b]), scale_v[b]);
-        VI code = SmallCode<kBits>(t, bv);
+        const VF t = hn::Mul(hn::Load(df, vals + i * kT + b * kN), scale_v[b]);
+        VI code = SmallCode<kBits>(t, bound_table);
         code = hn::IfThenElseZero(hn::RebindMask(di, positive[b]), code);
-        hn::Store(hn::GatherIndex(df, centroids, code), df, vals + i * kT + b * kN);
+        hn::Store(centroid_table.At(code), df, vals + i * kT + b * kN);
         hn::StoreU(hn::DemoteTo(du8, code), du8, codes + i * kT + b * kN);
       }
     }
