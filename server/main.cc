@@ -41,7 +41,6 @@ int main(int argc, char** argv) {
   std::string simd = "auto";
   app.add_option("--simd", simd,
                  "cap the CPU kernels' SIMD target (auto, or one of the names --version lists, e.g. AVX2)")
-      ->envname("TQ_SIMD")
       ->capture_default_str();
 
   // One row per subcommand; each lives in server/cli/cmd_<name>.cc.

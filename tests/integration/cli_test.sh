@@ -12,6 +12,11 @@ expect_rc 0 "--version" -- run "$bin" --version
 expect_out "tqserve " "version line"
 expect_out "commit:" "commit line"
 expect_out "simd:" "simd targets"
+expect_rc 2 "unknown --simd target" -- run "$bin" --simd NEON formats
+expect_out "unknown SIMD target 'NEON'" "names the target"
+expect_out "AVX2" "lists the compiled targets"
+expect_rc 0 "--simd SSE4 runs the SSE4 kernels" -- run "$bin" --simd SSE4 bench encode --min-seconds 0.01 --decode-ctx 0 --json
+expect_out '"simd_target": "SSE4"' "the encoder ran on SSE4"
 
 expect_rc 0 "serve --print-config" -- run "$bin" serve --print-config
 expect_out "http_port: 8080  # default" "default http port"
