@@ -6,13 +6,20 @@
 
 namespace tq::kernels {
 
+namespace {
+
+// The bits of HWY_TARGETS, best first (a bit set; lower bits are better targets on x86).
+std::vector<int64_t> CompiledTargetBits() {
+  std::vector<int64_t> bits;
+  for (int64_t targets = HWY_TARGETS; targets != 0; targets &= targets - 1) bits.push_back(targets & (~targets + 1));
+  return bits;
+}
+
+}  // namespace
+
 std::vector<std::string> CompiledSimdTargets() {
   std::vector<std::string> names;
-  // HWY_TARGETS is a bit set; lower bits are better targets on x86.
-  for (int64_t targets = HWY_TARGETS; targets != 0; targets &= targets - 1) {
-    const int64_t bit = targets & (~targets + 1);
-    names.emplace_back(hwy::TargetName(bit));
-  }
+  for (const int64_t bit : CompiledTargetBits()) names.emplace_back(hwy::TargetName(bit));
   return names;
 }
 
@@ -29,8 +36,7 @@ Status LimitSimdTarget(std::string_view name) {
     return Status::Ok();
   }
   std::string known;
-  for (int64_t targets = HWY_TARGETS; targets != 0; targets &= targets - 1) {
-    const int64_t bit = targets & (~targets + 1);
+  for (const int64_t bit : CompiledTargetBits()) {
     if (strcasecmp(wanted.c_str(), hwy::TargetName(bit)) != 0) {
       known += std::string(known.empty() ? "" : ", ") + hwy::TargetName(bit);
       continue;

@@ -206,7 +206,8 @@ void KvCodec::EncodeTq(const float* x, int token, uint8_t* page) const {
       for (int i = 0; i < seg.dims; ++i) sum += static_cast<double>(y[seg.first + i]) * y[seg.first + i];
       const float norm = static_cast<float>(std::sqrt(sum));
       const Codebook& book = LloydMaxCodebook(seg.dims, seg.bits);
-      const float scale = scale_search_ && norm > 0.0f ? BestCodeScale(book, y.data() + seg.first, seg.dims, norm) : 1.0f;
+      const float scale =
+          scale_search_ && norm > 0.0f ? BestCodeScale(book, y.data() + seg.first, seg.dims, norm) : 1.0f;
       // Norm correction: the stored norm is ||y|| / ||c||, c the vector of chosen centroids, so the decoded
       // vector has exactly the input's length (the centroids alone fall short of unit length by the MSE).
       double c2 = 0.0;
