@@ -132,9 +132,9 @@ Status ColdPageCache::GetMany(std::span<const uint64_t> ids, std::span<PageBytes
   }
   if (waiting.empty()) return Status::Ok();
   if (started) io_cv_.notify_one();
-  // The I/O thread may sleep in the kernel until a read in flight completes, where io_cv_ does not reach; these
-  // reads are waited for now (a read-ahead may still be queued behind that wait: read-ahead does not wake it).
-  // Under mu_: WakeReads only writes an eventfd or sets a flag.
+  // The I/O thread may sleep in the kernel until a read in flight completes, where io_cv_ does not reach;
+  // these reads are waited for now (a read-ahead may still be queued behind that wait: read-ahead does not
+  // wake it). Under mu_: WakeReads only writes an eventfd or sets a flag.
   if (io_waiting_ && (started || (queued_late && !ops_.empty()))) store_->WakeReads();
   const Clock::time_point start = Clock::now();
   done_cv_.wait(lock, [&] {
@@ -152,7 +152,8 @@ Status ColdPageCache::GetMany(std::span<const uint64_t> ids, std::span<PageBytes
       continue;
     }
     out[w.index] = w.wait->bytes;
-    if (auto done = entries_.find(ids[w.index]); done != entries_.end()) TouchLocked(done->second);  // used now
+    if (auto done = entries_.find(ids[w.index]); done != entries_.end())
+      TouchLocked(done->second);  // used now
   }
   waiting.clear();  // drops the ReadWaits: a page just read no longer looks pinned to eviction
   return first;

@@ -71,10 +71,11 @@ class ColdPageCache {
   // The page's bytes (they stay valid while the caller holds them). data_loss / io_error / not_found when the
   // read failed.
   StatusOr<PageBytes> Get(uint64_t id);
-  // out[i] = the bytes of ids[i] (out.size() == ids.size()), under one lock for all the pages found ready; the
-  // others are read (or their reads in flight waited for) together. The first failed read's status, with the
-  // out entries of failed pages null. Attention pins a head's pages of a layer this way: one Get per page made
-  // two workers contend for the lock on every page (half the Gets of a 2-thread decode slept in the kernel).
+  // out[i] = the bytes of ids[i] (out.size() == ids.size()), under one lock for all the pages found ready;
+  // the others are read (or their reads in flight waited for) together. The first failed read's status, with
+  // the out entries of failed pages null. Attention pins a head's pages of a layer this way: one Get per page
+  // made two workers contend for the lock on every page (half the Gets of a 2-thread decode slept in the
+  // kernel).
   Status GetMany(std::span<const uint64_t> ids, std::span<PageBytes> out);
 
   struct FailedWrite {

@@ -360,7 +360,8 @@ Status KvPageStore::PinMany(std::span<const uint64_t> ids, std::span<PinnedPage>
   cold_pages.clear();
   for (size_t i = 0; i < ids.size(); ++i) {
     auto it = pages_.find(ids[i]);
-    if (it == pages_.end()) return InternalError("KV page " + std::to_string(ids[i]) + " is not in the store");
+    if (it == pages_.end())
+      return InternalError("KV page " + std::to_string(ids[i]) + " is not in the store");
     if (it->second.ram != nullptr) {
       out[i] = PinnedPage{it->second.ram, nullptr};
       continue;

@@ -173,8 +173,8 @@ class KvPageStore {
 
   // Any thread, during attention.
   StatusOr<PinnedPage> Pin(uint64_t id) const;
-  // out[i] = Pin(ids[i]) for all i (out.size() == ids.size()), the cold pages among them fetched from the cold
-  // cache in one call (ColdPageCache::GetMany). The first error, where a page could not be pinned.
+  // out[i] = Pin(ids[i]) for all i (out.size() == ids.size()), the cold pages among them fetched from the
+  // cold cache in one call (ColdPageCache::GetMany). The first error, where a page could not be pinned.
   Status PinMany(std::span<const uint64_t> ids, std::span<PinnedPage> out) const;
   // The page's bytes when it lives in a RAM tier (stable until Release), else null (cold: use Pin).
   const uint8_t* RamBytes(uint64_t id) const;

@@ -717,8 +717,8 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
                          std::to_string(first_pos) + " needs pages released from its sliding window");
   }
   const int kernel_first_pos = first_pos - static_cast<int>(skip_pages) * kPage;
-  // The cold pages (no RAM bytes) pinned together: one visit of the cold cache per head and layer. `pins` keeps
-  // their bytes alive until the kernel is done.
+  // The cold pages (no RAM bytes) pinned together: one visit of the cold cache per head and layer. `pins`
+  // keeps their bytes alive until the kernel is done.
   thread_local std::vector<uint64_t> cold_ids;
   thread_local std::vector<PinnedPage> pins;
   cold_ids.clear();

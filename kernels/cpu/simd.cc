@@ -11,7 +11,8 @@ namespace {
 // The bits of HWY_TARGETS, best first (a bit set; lower bits are better targets on x86).
 std::vector<int64_t> CompiledTargetBits() {
   std::vector<int64_t> bits;
-  for (int64_t targets = HWY_TARGETS; targets != 0; targets &= targets - 1) bits.push_back(targets & (~targets + 1));
+  for (int64_t targets = HWY_TARGETS; targets != 0; targets &= targets - 1)
+    bits.push_back(targets & (~targets + 1));
   return bits;
 }
 
@@ -43,8 +44,8 @@ Status LimitSimdTarget(std::string_view name) {
     }
     hwy::DisableTargets(0);
     if ((hwy::SupportedTargets() & bit) == 0) {
-      return FailedPreconditionError("this CPU does not support the SIMD target " + wanted + " (best here: " +
-                                     ActiveSimdTarget() + ")");
+      return FailedPreconditionError("this CPU does not support the SIMD target " + wanted +
+                                     " (best here: " + ActiveSimdTarget() + ")");
     }
     // On x86 a lower bit is a better target: switch off every bit below this one.
     hwy::DisableTargets(bit - 1);

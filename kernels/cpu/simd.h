@@ -17,10 +17,11 @@ std::vector<std::string> CompiledSimdTargets();
 // Name of the target that dynamic dispatch uses on this CPU, e.g. "AVX2".
 std::string ActiveSimdTarget();
 
-// Caps dynamic dispatch at the target `name` (one of CompiledSimdTargets(), any case): kernels then run the best
-// compiled target that is no better than it and that the CPU supports. "auto" undoes a cap. For A/B measurements
-// on one machine (the AVX2 kernels on an AVX-512 CPU) and for CPUs that slow down on wide vectors. Call it before
-// kernels run. InvalidArgument for a name not compiled in; FailedPrecondition when the CPU lacks that target.
+// Caps dynamic dispatch at the target `name` (one of CompiledSimdTargets(), any case): kernels then run the
+// best compiled target that is no better than it and that the CPU supports. "auto" undoes a cap. For A/B
+// measurements on one machine (the AVX2 kernels on an AVX-512 CPU) and for CPUs that slow down on wide
+// vectors. Call it before kernels run. InvalidArgument for a name not compiled in; FailedPrecondition when
+// the CPU lacks that target.
 Status LimitSimdTarget(std::string_view name);
 
 }  // namespace tq::kernels

@@ -78,7 +78,8 @@ __device__ uint32_t CodeOf(const float* bounds, int nb, float u) {
   return code;
 }
 
-// The reference's BestCodeScale (kernels/formats/codec.cc): the candidate scale whose codes point closest to y.
+// The reference's BestCodeScale (kernels/formats/codec.cc): the candidate scale whose codes point closest to
+// y.
 __device__ float BestCodeScale(const GpuCodec& c, const GpuSegment& seg, const float* y, float norm) {
   if (seg.bits > c.scale_search_max_bits) return 1.0f;
   const float* bounds = c.boundaries + seg.bound_offset;

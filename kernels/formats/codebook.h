@@ -22,12 +22,13 @@ struct Codebook {
   int Quantize(float t) const;
 };
 
-// Scale search, for codes of at most kScaleSearchMaxBits bits. The stored norm is corrected to ||y|| / ||c|| (c the
-// chosen centroids), so only the direction of c matters: the encoder codes u = s * y / ||y|| for each scale s
-// below and keeps the codes whose centroids point closest to y (largest sum(c * u1) / ||c||, u1 = y / ||y||, in
-// fp32; the first scale wins ties). Nearest centroids (s = 1) are not the closest direction for about half the
-// vectors: at head_dim 64 this cuts the normalized error by ~9% at 3 bits and ~19% at 4 bits (docs/formats.md).
-// The encoders (reference, SIMD, CUDA) do exactly these fp32 operations in one order, so their bytes agree.
+// Scale search, for codes of at most kScaleSearchMaxBits bits. The stored norm is corrected to ||y|| / ||c||
+// (c the chosen centroids), so only the direction of c matters: the encoder codes u = s * y / ||y|| for each
+// scale s below and keeps the codes whose centroids point closest to y (largest sum(c * u1) / ||c||, u1 = y /
+// ||y||, in fp32; the first scale wins ties). Nearest centroids (s = 1) are not the closest direction for
+// about half the vectors: at head_dim 64 this cuts the normalized error by ~9% at 3 bits and ~19% at 4 bits
+// (docs/formats.md). The encoders (reference, SIMD, CUDA) do exactly these fp32 operations in one order, so
+// their bytes agree.
 inline constexpr std::array<float, 6> kCodeScales = {1.0f, 0.8f, 0.9f, 1.1f, 1.2f, 1.3f};
 inline constexpr int kScaleSearchMaxBits = 4;
 

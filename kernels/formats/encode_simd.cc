@@ -164,8 +164,8 @@ void SumSquares(const float* rows, int n, double* sums) {
 
 // ---- Centroid search: code = #{k : !(t < boundary_k)} (std::upper_bound's index, NaN included). ----
 
-// A table of at most 16 floats for lane-wise lookups: in registers where vectors hold 8 or 16 floats (one or two
-// permutes), else gathered from memory.
+// A table of at most 16 floats for lane-wise lookups: in registers where vectors hold 8 or 16 floats (one or
+// two permutes), else gathered from memory.
 struct SmallTable {
   static constexpr size_t kParts = kN >= 8 ? 16 / kN : 1;
   alignas(64) float entries[16] = {};
@@ -193,7 +193,8 @@ struct SmallTable {
 };
 
 // The code of each lane of t for a codebook of at most 4 bits: #{k : !(t < bounds[k])} (the boundaries are
-// ascending, so a binary search finds the same count; a NaN compares "not less" at every step, as in the count).
+// ascending, so a binary search finds the same count; a NaN compares "not less" at every step, as in the
+// count).
 template <int kBits>
 HWY_INLINE VI SmallCode(VF t, const SmallTable& bounds) {
   const DI di;
@@ -207,8 +208,8 @@ HWY_INLINE VI SmallCode(VF t, const SmallTable& bounds) {
 
 // Scale search (codebook.h, kCodeScales), lane-wise: scales[tok] = the first scale s with the largest
 // sum_i c_i t_i / sqrt(sum_i c_i^2), c_i = centroids[code of t_i * s], t = t_rows[i][tok]; fp32 sums over
-// ascending i with separate multiplies and adds, as the reference's BestCodeScale. Lanes whose score is never a
-// number (norm 0) keep 1.
+// ascending i with separate multiplies and adds, as the reference's BestCodeScale. Lanes whose score is never
+// a number (norm 0) keep 1.
 template <int kBits>
 void BestScales(const float* t_rows, int dims, const SmallTable& bounds, const SmallTable& centroids,
                 float* scales) {
@@ -414,11 +415,21 @@ void EncodeTqGroup(const EncodeJob& job, int token0, int valid, Scratch& s, uint
       SumSquares(rows, seg.dims, sums);
       for (int t = 0; t < kT; ++t) norm[t] = static_cast<float>(std::sqrt(sums[t]));
       switch (seg.bits) {
-        case 1: Quantize<1>(rows, seg.dims, norm, tables, job.scale_search, s.codes.get(), s.vals.get()); break;
-        case 2: Quantize<2>(rows, seg.dims, norm, tables, job.scale_search, s.codes.get(), s.vals.get()); break;
-        case 3: Quantize<3>(rows, seg.dims, norm, tables, job.scale_search, s.codes.get(), s.vals.get()); break;
-        case 4: Quantize<4>(rows, seg.dims, norm, tables, job.scale_search, s.codes.get(), s.vals.get()); break;
-        case 8: Quantize<8>(rows, seg.dims, norm, tables, job.scale_search, s.codes.get(), s.vals.get()); break;
+        case 1:
+          Quantize<1>(rows, seg.dims, norm, tables, job.scale_search, s.codes.get(), s.vals.get());
+          break;
+        case 2:
+          Quantize<2>(rows, seg.dims, norm, tables, job.scale_search, s.codes.get(), s.vals.get());
+          break;
+        case 3:
+          Quantize<3>(rows, seg.dims, norm, tables, job.scale_search, s.codes.get(), s.vals.get());
+          break;
+        case 4:
+          Quantize<4>(rows, seg.dims, norm, tables, job.scale_search, s.codes.get(), s.vals.get());
+          break;
+        case 8:
+          Quantize<8>(rows, seg.dims, norm, tables, job.scale_search, s.codes.get(), s.vals.get());
+          break;
       }
       // Norm correction: store ||y|| / ||c||, c the chosen centroids (the reference's formula, in fp64).
       SumSquares(s.vals.get(), seg.dims, sums);

@@ -16,7 +16,8 @@ StatusOr<FormatQuality> MeasureFormat(KvFormat format, int head_dim, int vectors
   const int d = head_dim;
   Rng rng(seed);
   std::vector<uint8_t> page(codec->layout().page_bytes);
-  std::vector<float> x(static_cast<size_t>(kPageTokens) * d), q(x.size()), out(x.size()), out_nearest(x.size());
+  std::vector<float> x(static_cast<size_t>(kPageTokens) * d), q(x.size()), out(x.size()),
+      out_nearest(x.size());
   double mse_sum = 0, nearest_sum = 0, ip_sq = 0, ip_sum = 0, scale_sum = 0;
   long count = 0;
   while (count < vectors) {

@@ -10,7 +10,8 @@ namespace tq::kernels {
 
 struct FormatQuality {
   double mse = 0.0;     // mean over vectors of ||x - x^||^2 / ||x||^2
-  double mse_nearest = 0.0;  // the same with scale search off: the paper's quantizer (equals mse where unused)
+  double mse_nearest =
+      0.0;              // the same with scale search off: the paper's quantizer (equals mse where unused)
   double ip_err = 0.0;  // d * mean((<q,x> - <q,x^>)^2) / mean(||q||^2 ||x||^2), q and x independent N(0, I)
   double ip_bias = 0.0; // mean(<q,x^> - <q,x>) / sqrt(mean(||q||^2 ||x||^2) / d)
 };

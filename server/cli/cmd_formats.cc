@@ -24,7 +24,8 @@ int RunFormats(const FormatsFlags& flags) {
   using kernels::kFormatTable;
   nlohmann::json list = nlohmann::json::array();
   if (!flags.json) {
-    std::printf("%-6s %14s %16s  %s\n", "name", "bits_per_value", "bytes_per_vector", flags.measure ? "mse      ip_err   mse_nearest" : "what");
+    std::printf("%-6s %14s %16s  %s\n", "name", "bits_per_value", "bytes_per_vector",
+                flags.measure ? "mse      ip_err   mse_nearest" : "what");
   }
   for (const kernels::FormatInfo& info : kFormatTable) {
     if (Status s = kernels::CheckSupported(info.format, flags.dim); !s.ok()) {
@@ -47,8 +48,8 @@ int RunFormats(const FormatsFlags& flags) {
       row["ip_bias"] = q->ip_bias;
       if (!flags.json) {
         std::printf("%-6s %14.4f %16.2f  %.5f  %.5f  %.5f\n", std::string(info.name).c_str(),
-                    kernels::BitsPerValue(info.format, flags.dim), kernels::BytesPerVector(info.format, flags.dim),
-                    q->mse, q->ip_err, q->mse_nearest);
+                    kernels::BitsPerValue(info.format, flags.dim),
+                    kernels::BytesPerVector(info.format, flags.dim), q->mse, q->ip_err, q->mse_nearest);
       }
     } else {
       row["what"] = std::string(info.what);

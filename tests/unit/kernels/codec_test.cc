@@ -68,15 +68,15 @@ TEST(Codec, NonPowerOfTwoRotationKeepsTheMse) {
   }
 }
 
-// Scale search (the default) codes closer than the nearest centroids, by about what the theory of the codebooks
-// predicts (a numerical experiment on the same law gave -9% at 3 bits and -19% at 4 bits for d = 64, -5% and
-// -13% for d = 128); never worse, and not at all for 8-bit codes, which it leaves alone.
+// Scale search (the default) codes closer than the nearest centroids, by about what the theory of the
+// codebooks predicts (a numerical experiment on the same law gave -9% at 3 bits and -19% at 4 bits for d =
+// 64, -5% and -13% for d = 128); never worse, and not at all for 8-bit codes, which it leaves alone.
 TEST(Codec, ScaleSearchLowersTheMse) {
   const struct {
     KvFormat format;
     int d;
     double min_gain;  // relative drop of the normalized MSE
-  } cases[] = {{KvFormat::kTq2, 64, 0.0}, {KvFormat::kTq3, 64, 0.06},  {KvFormat::kTq4, 64, 0.14},
+  } cases[] = {{KvFormat::kTq2, 64, 0.0},   {KvFormat::kTq3, 64, 0.06},  {KvFormat::kTq4, 64, 0.14},
                {KvFormat::kTq3, 128, 0.03}, {KvFormat::kTq4, 128, 0.09}, {KvFormat::kTq3_5, 64, 0.05}};
   for (const auto& c : cases) {
     auto codec = KvCodec::Create(c.format, c.d);

@@ -58,7 +58,8 @@ TEST_P(EncodeSimd, SameBytesAsReferenceForEveryFormatDimAndLength) {
       }
       (*codec)->set_scale_search(false);  // the nearest-centroid codes agree too
       const std::vector<float> x = Gaussian(static_cast<size_t>(77) * d, 3 + d);
-      ExpectSameBytes(**codec, x, 77, target + " " + std::string(info.name) + " nearest d=" + std::to_string(d));
+      ExpectSameBytes(**codec, x, 77,
+                      target + " " + std::string(info.name) + " nearest d=" + std::to_string(d));
     }
   }
 }

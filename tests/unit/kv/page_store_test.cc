@@ -273,8 +273,8 @@ TEST_P(PageStoreTest, AReadAskedForDuringASlowReadDoesNotWaitForIt) {
   EXPECT_EQ(Read(*s, ids[0], kSparsePage), Bytes(120, kSparsePage));
 }
 
-// Attention pins all the pages of a head at once (PinMany): RAM pages directly, cold pages in one visit of the
-// cache, where the ones not cached are read together rather than one after the other.
+// Attention pins all the pages of a head at once (PinMany): RAM pages directly, cold pages in one visit of
+// the cache, where the ones not cached are read together rather than one after the other.
 TEST_P(PageStoreTest, PinManyReadsTheMissingColdPagesTogether) {
   TQ_SKIP_IF_NO_BACKEND(GetParam());
   auto s = Open(1, 1, 20, /*cache_bytes=*/8 * (kSparsePage + RecordBytes(0)) + 1000);  // room for 8 pages
@@ -282,7 +282,8 @@ TEST_P(PageStoreTest, PinManyReadsTheMissingColdPagesTogether) {
   const auto hot = Bytes(140, kHotPage), warm = Bytes(141, kActivePage);
   const uint64_t h = *s->Store(PrecisionClass::kHot, hot), w = *s->Store(PrecisionClass::kActive, warm);
   std::vector<uint64_t> cold;
-  for (int i = 0; i < 12; ++i) cold.push_back(*s->Store(PrecisionClass::kSparse, Bytes(150 + i, kSparsePage)));
+  for (int i = 0; i < 12; ++i)
+    cold.push_back(*s->Store(PrecisionClass::kSparse, Bytes(150 + i, kSparsePage)));
   s->FlushCold();  // cold pages 0..3 are on disk only
   const ColdCacheStats before = s->Stats().cold_cache;
   fault_->AddRule({FaultKind::kLatency, IoOp::kRead, {}, 1, 0.0, 300'000});  // every read: 300 ms
@@ -296,7 +297,8 @@ TEST_P(PageStoreTest, PinManyReadsTheMissingColdPagesTogether) {
   EXPECT_EQ(pins[0].hold, nullptr);  // RAM: nothing to hold
   EXPECT_EQ(std::vector<uint8_t>(pins[5].data, pins[5].data + warm.size()), warm);
   for (int j : {1, 2, 3, 4}) {
-    EXPECT_EQ(std::vector<uint8_t>(pins[j].data, pins[j].data + kSparsePage), Bytes(150 + j - 1, kSparsePage)) << j;
+    EXPECT_EQ(std::vector<uint8_t>(pins[j].data, pins[j].data + kSparsePage), Bytes(150 + j - 1, kSparsePage))
+        << j;
     EXPECT_NE(pins[j].hold, nullptr);
   }
   EXPECT_EQ(std::vector<uint8_t>(pins[6].data, pins[6].data + kSparsePage), Bytes(161, kSparsePage));
@@ -323,12 +325,14 @@ TEST_P(PageStoreTest, PinManyFailsWithTheReadsStatusAndARetryWorks) {
   std::vector<PinnedPage> pins(ids.size());
   const Status failed = s->PinMany(ids, pins);
   ASSERT_FALSE(failed.ok());
-  EXPECT_TRUE(failed.code() == StatusCode::kIoError || failed.code() == StatusCode::kDataLoss) << failed.ToString();
+  EXPECT_TRUE(failed.code() == StatusCode::kIoError || failed.code() == StatusCode::kDataLoss)
+      << failed.ToString();
   fault_->ClearRules();
   pins.assign(ids.size(), PinnedPage{});
   ASSERT_TRUE(s->PinMany(ids, pins).ok());
   for (size_t j = 0; j < ids.size(); ++j) {
-    EXPECT_EQ(std::vector<uint8_t>(pins[j].data, pins[j].data + kSparsePage), Bytes(170 + j, kSparsePage)) << j;
+    EXPECT_EQ(std::vector<uint8_t>(pins[j].data, pins[j].data + kSparsePage), Bytes(170 + j, kSparsePage))
+        << j;
   }
 }
 
