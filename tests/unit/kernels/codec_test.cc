@@ -69,8 +69,9 @@ TEST(Codec, NonPowerOfTwoRotationKeepsTheMse) {
 }
 
 // Scale search (the default) codes closer than the nearest centroids, by about what the theory of the
-// codebooks predicts (a numerical experiment on the same law gave -9% at 3 bits and -19% at 4 bits for d =
-// 64, -5% and -13% for d = 128); never worse, and not at all for 8-bit codes, which it leaves alone.
+// codebooks predicts (bench/quality/scale_search_theory.py on the same law gives -9% at 3 bits and -19% at 4
+// bits for d = 64, -5% and -13% for d = 128); never worse, and not at all for 8-bit codes, which it leaves
+// alone.
 TEST(Codec, ScaleSearchLowersTheMse) {
   const struct {
     KvFormat format;
