@@ -304,6 +304,11 @@ void Engine::Admit() {
       waiting_.pop_front();
       ReusePrefix(*running_.back());
     }
+    // The gauges move with admission, not at the end of the step: the step emits the first token, and a
+    // client that reads it and then asks for the counts must see its request running (the end-of-step update
+    // was racy).
+    stats_.running = static_cast<int>(running_.size());
+    stats_.waiting = static_cast<int>(waiting_.size());
   }
   for (auto& seq : rejected) {
     const auto need = PagesForTokens(*kv_layout_, 0, seq->prefill_end(), options_.max_batch_tokens);

@@ -160,6 +160,41 @@ TEST_F(EngineKvTest, ColdTierGivesTheSameTokensAsRam) {
   EXPECT_EQ(ram_stats.kv_store.tiers[2].io.reads, 0u);
 }
 
+// The gauges a client reads after its first token count its request as running (they once moved only at the
+// end of the step that emitted the token, and a cancel test read a stale 0 and stopped waiting).
+TEST_F(EngineKvTest, TheFirstTokenArrivesWithTheRequestCountedAsRunning) {
+  auto e = Engine::Create(Options({}));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<EngineStats> seen;  // the stats read inside the sink at each event, as a client would after it
+  bool done = false;
+  GenerateRequest r;
+  r.id = "gauge";
+  r.prompt = Prompt(**e, 40);
+  r.max_tokens = 3;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0;
+  Engine* engine = e->get();
+  ASSERT_TRUE(engine
+                  ->Submit(std::move(r),
+                           [&](GenerateEvent&& ev) {
+                             const EngineStats st = engine->Stats();
+                             std::lock_guard<std::mutex> lock(mu);
+                             if (!ev.final) seen.push_back(st);
+                             if (ev.final) done = true;
+                             cv.notify_all();
+                           })
+                  .ok());
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  ASSERT_FALSE(seen.empty());
+  for (const EngineStats& st : seen) {
+    EXPECT_EQ(st.running, 1);
+    EXPECT_EQ(st.waiting, 0);
+  }
+}
+
 TEST_F(EngineKvTest, ColdReadFaultsRecomputeTheSequence) {
   const std::vector<std::pair<int, int>> reqs = {{300, 40}};
   auto [ref, ref_stats] = RunAll(Options({}), reqs);
