@@ -168,6 +168,20 @@ constexpr int UnitDims() {
 template <int kBits, int K>
 HWY_INLINE VI IndexAt(const uint8_t* seg, int dims, int u, size_t b) {
   const size_t lane = b * kN;
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+  if constexpr (kBits == 3 && kBlocks == 2) {
+    // The index bytes of all 16 tokens put together in one 128-bit register (five byte-wide operations for
+    // both blocks; the two calls for b = 0, 1 share them), then widened: 8 ymm operations fewer per 16
+    // tokens.
+    const __m128i lo = LoadRow(seg + static_cast<size_t>(2 * u + K / 4) * kGroupTokens);
+    const __m128i hi = LoadRow(seg + static_cast<size_t>(dims / 4 + u) * kGroupTokens);
+    const __m128i lo_k = _mm_and_si128(_mm_srli_epi16(lo, 2 * (K % 4)), _mm_set1_epi8(3));
+    const __m128i hi_k =
+        K >= 2 ? _mm_srli_epi16(hi, K >= 2 ? K - 2 : 0) : _mm_slli_epi16(hi, K < 2 ? 2 - K : 0);
+    const __m128i idx = _mm_or_si128(lo_k, _mm_and_si128(hi_k, _mm_set1_epi8(4)));
+    return VI{_mm256_cvtepu8_epi32(b == 0 ? idx : _mm_unpackhi_epi64(idx, idx))};
+  }
+#endif
   if constexpr (kBits == 3) {
     const VI lo = LoadBytes(seg + static_cast<size_t>(2 * u + K / 4) * kGroupTokens + lane);
     const VI hi = LoadBytes(seg + static_cast<size_t>(dims / 4 + u) * kGroupTokens + lane);
