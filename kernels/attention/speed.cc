@@ -5,6 +5,8 @@
 #include <ctime>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <thread>
 
 #include "kernels/attention/attention.h"
 #include "kernels/formats/codec.h"
@@ -20,6 +22,19 @@ double ThreadSeconds() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Runs fn(t) for t in [0, n) on n threads at once (t = 0 on the caller's) and returns their results.
+template <typename Fn>
+auto OnThreads(int n, Fn fn) -> std::vector<decltype(fn(0))> {
+  std::vector<std::optional<decltype(fn(0))>> results(n);
+  std::vector<std::thread> threads;
+  for (int t = 1; t < n; ++t) threads.emplace_back([&, t] { results[t].emplace(fn(t)); });
+  results[0].emplace(fn(0));
+  for (std::thread& thread : threads) thread.join();
+  std::vector<decltype(fn(0))> out;
+  for (auto& result : results) out.push_back(std::move(*result));
+  return out;
 }
 
 constexpr int kDistinctHeads = 4;  // encoded heads; the rest of the working set are copies
@@ -76,10 +91,12 @@ StatusOr<FormatRun> PrepareFormat(KvFormat format, const SpeedOptions& options, 
   return run;
 }
 
-// Decode attention ns per cached token: cycling through all heads (cold) or repeating head 0 (hot), whole
-// passes (cold) or 16 calls (hot) until `seconds` of thread CPU time have passed.
-StatusOr<double> TimeRun(const FormatRun& run, const SpeedOptions& options, const std::vector<float>& q,
-                         std::vector<float>& out, bool hot, double seconds) {
+// Decode attention ns per cached token on one thread: cycling through heads first, first + step, ... (cold)
+// or repeating head `first` (hot), whole passes (cold) or 16 calls (hot) until `seconds` of thread CPU time
+// have passed.
+StatusOr<double> TimeThread(const FormatRun& run, const SpeedOptions& options, const std::vector<float>& q,
+                            bool hot, double seconds, int first, int step) {
+  std::vector<float> out(q.size());
   auto call = [&](int head) -> Status {
     return DecodeAttention(run.heads[head], options.head_dim, q.data(), options.gqa, {}, out.data(), nullptr);
   };
@@ -88,39 +105,65 @@ StatusOr<double> TimeRun(const FormatRun& run, const SpeedOptions& options, cons
   const double start = ThreadSeconds();
   double elapsed = 0.0;
   do {
-    for (int i = 0; i < (hot ? 16 : heads); ++i) TQ_RETURN_IF_ERROR(call(hot ? 0 : i));
-    calls += hot ? 16 : heads;
+    if (hot) {
+      for (int i = 0; i < 16; ++i) TQ_RETURN_IF_ERROR(call(first));
+      calls += 16;
+    } else {
+      for (int h = first; h < heads; h += step, ++calls) TQ_RETURN_IF_ERROR(call(h));
+    }
     elapsed = ThreadSeconds() - start;
   } while (elapsed < seconds);
   return elapsed * 1e9 / (static_cast<double>(calls) * options.ctx);
 }
 
+// The machine's decode attention ns per cached token with `options.threads` threads at once (one thread: its
+// own time; more: the threads' rates added).
+StatusOr<double> TimeRun(const FormatRun& run, const SpeedOptions& options, const std::vector<float>& q, bool hot,
+                         double seconds) {
+  const int n = options.threads;
+  std::vector<StatusOr<double>> times =
+      OnThreads(n, [&](int t) { return TimeThread(run, options, q, hot, seconds, t, n); });
+  double rate = 0.0;  // tokens per ns, all threads
+  for (StatusOr<double>& time : times) {
+    TQ_RETURN_IF_ERROR(time.status());
+    rate += 1.0 / *time;
+  }
+  return 1.0 / rate;
+}
+
 }  // namespace
 
-double MeasureReadBandwidth(size_t bytes) {
-  const size_t words = bytes / sizeof(uint64_t);
-  std::unique_ptr<uint64_t[]> buffer(new uint64_t[words]);
-  for (size_t i = 0; i < words; ++i) buffer[i] = i;
+double MeasureReadBandwidth(size_t bytes, int threads) {
+  threads = std::max(1, threads);
+  const size_t words = bytes / sizeof(uint64_t) / threads;  // per thread
+  std::unique_ptr<uint64_t[]> buffer(new uint64_t[words * threads]);
+  for (size_t i = 0; i < words * threads; ++i) buffer[i] = i;
   double best = 0.0;
-  volatile uint64_t sink = 0;
   for (int pass = 0; pass < 4; ++pass) {
-    const double start = ThreadSeconds();
-    uint64_t a = 0, b = 0, c = 0, d = 0;
-    for (size_t i = 0; i + 4 <= words; i += 4) {
-      a += buffer[i];
-      b += buffer[i + 1];
-      c += buffer[i + 2];
-      d += buffer[i + 3];
-    }
-    sink = sink + a + b + c + d;
-    best = std::max(best, static_cast<double>(words * sizeof(uint64_t)) / (ThreadSeconds() - start) / 1e9);
+    std::vector<double> gbps = OnThreads(threads, [&](int t) {
+      const uint64_t* share = buffer.get() + words * t;
+      const double start = ThreadSeconds();
+      uint64_t a = 0, b = 0, c = 0, d = 0;
+      for (size_t i = 0; i + 4 <= words; i += 4) {
+        a += share[i];
+        b += share[i + 1];
+        c += share[i + 2];
+        d += share[i + 3];
+      }
+      volatile uint64_t sink = a + b + c + d;
+      (void)sink;
+      return static_cast<double>(words * sizeof(uint64_t)) / (ThreadSeconds() - start) / 1e9;
+    });
+    double sum = 0.0;
+    for (double g : gbps) sum += g;
+    best = std::max(best, sum);
   }
   return best;
 }
 
 StatusOr<SpeedReport> MeasureAttentionSpeed(const SpeedOptions& options) {
-  if (options.ctx < 1 || options.gqa < 1 || options.working_set_mib < 1) {
-    return InvalidArgumentError("bench attention: ctx, gqa and working set must be positive");
+  if (options.ctx < 1 || options.gqa < 1 || options.working_set_mib < 1 || options.threads < 1) {
+    return InvalidArgumentError("bench attention: ctx, gqa, working set and threads must be positive");
   }
   std::vector<KvFormat> formats = options.formats;
   if (formats.empty()) {
@@ -133,17 +176,21 @@ StatusOr<SpeedReport> MeasureAttentionSpeed(const SpeedOptions& options) {
   TQ_ASSIGN_OR_RETURN(size_t f16_page, PageBytes(KvFormat::kF16, d));
   const double f16_head_bytes = 2.0 * f16_page * pages_per_head;
   SpeedReport report;
-  report.heads = std::max(1, static_cast<int>(options.working_set_mib * 1048576.0 / f16_head_bytes));
-  report.memory_read_gbps = MeasureReadBandwidth(static_cast<size_t>(options.working_set_mib) << 20);
+  // At least one head per thread (a small working set may then be cache-resident: the caller's choice).
+  report.heads = std::max(options.threads,
+                          static_cast<int>(options.working_set_mib * 1048576.0 / f16_head_bytes));
+  report.threads = options.threads;
+  report.memory_read_gbps =
+      MeasureReadBandwidth(static_cast<size_t>(options.working_set_mib) << 20, options.threads);
 
   Rng rng(2024);
-  std::vector<float> q(static_cast<size_t>(options.gqa) * d), out(q.size());
+  std::vector<float> q(static_cast<size_t>(options.gqa) * d);
   for (float& x : q) x = static_cast<float>(rng.Gaussian());
   const int rounds = std::max(1, options.rounds);
   const double cold_seconds = options.min_seconds / rounds;
   const double hot_seconds = options.min_seconds / 3 / rounds;
   TQ_ASSIGN_OR_RETURN(FormatRun f16, PrepareFormat(KvFormat::kF16, options, report.heads, rng));
-  TQ_RETURN_IF_ERROR(TimeRun(f16, options, q, out, false, 0.0).status());  // warm-up pass
+  TQ_RETURN_IF_ERROR(TimeRun(f16, options, q, false, 0.0).status());  // warm-up pass
   constexpr double kNever = std::numeric_limits<double>::infinity();
   AttentionSpeed f16_speed;
   f16_speed.format = KvFormat::kF16;
@@ -157,7 +204,7 @@ StatusOr<SpeedReport> MeasureAttentionSpeed(const SpeedOptions& options) {
     FormatRun other;
     if (f > 0) {
       TQ_ASSIGN_OR_RETURN(other, PrepareFormat(formats[f], options, report.heads, rng));
-      TQ_RETURN_IF_ERROR(TimeRun(other, options, q, out, false, 0.0).status());
+      TQ_RETURN_IF_ERROR(TimeRun(other, options, q, false, 0.0).status());
     }
     const FormatRun& run = f > 0 ? other : f16;
     AttentionSpeed speed;
@@ -167,14 +214,14 @@ StatusOr<SpeedReport> MeasureAttentionSpeed(const SpeedOptions& options) {
     speed.ns_per_token = speed.hot_ns_per_token = kNever;
     double beside = kNever;
     for (int r = 0; r < rounds; ++r) {
-      TQ_ASSIGN_OR_RETURN(double f16_cold, TimeRun(f16, options, q, out, false, cold_seconds));
-      TQ_ASSIGN_OR_RETURN(double f16_hot, TimeRun(f16, options, q, out, true, hot_seconds));
+      TQ_ASSIGN_OR_RETURN(double f16_cold, TimeRun(f16, options, q, false, cold_seconds));
+      TQ_ASSIGN_OR_RETURN(double f16_hot, TimeRun(f16, options, q, true, hot_seconds));
       beside = std::min(beside, f16_cold);
       report.formats[0].ns_per_token = std::min(report.formats[0].ns_per_token, f16_cold);
       report.formats[0].hot_ns_per_token = std::min(report.formats[0].hot_ns_per_token, f16_hot);
       if (f == 0) continue;
-      TQ_ASSIGN_OR_RETURN(double cold, TimeRun(run, options, q, out, false, cold_seconds));
-      TQ_ASSIGN_OR_RETURN(double hot, TimeRun(run, options, q, out, true, hot_seconds));
+      TQ_ASSIGN_OR_RETURN(double cold, TimeRun(run, options, q, false, cold_seconds));
+      TQ_ASSIGN_OR_RETURN(double hot, TimeRun(run, options, q, true, hot_seconds));
       speed.ns_per_token = std::min(speed.ns_per_token, cold);
       speed.hot_ns_per_token = std::min(speed.hot_ns_per_token, hot);
     }

@@ -8,6 +8,11 @@
 // `rounds` short rounds alternating with f16 rounds, and each figure is its best round: on a shared machine
 // the load changes from second to second, and a ratio of two adjacent best rounds is far steadier than a
 // ratio of two measurements taken seconds apart.
+//
+// `threads` > 1 runs that many threads at once, each through its own share of the heads, as a decode step
+// spreads KV heads over the cores: they share the memory bus, so this is the speed where a machine's cores
+// together ask more bandwidth than one core can. Times are then the machine's: per-token times of the
+// threads combined as rates (1 / sum of 1 / t_i), and the read bandwidth is all threads' together.
 #pragma once
 
 #include <string>
@@ -25,6 +30,7 @@ struct SpeedOptions {
   int working_set_mib = 1024;     // f16 bytes cycled through; every format uses the same number of heads
   double min_seconds = 0.3;       // per format and mode (f16: per format it is compared with)
   int rounds = 5;                 // alternating f16 / format rounds
+  int threads = 1;                // threads reading KV at once, each its own heads
   std::vector<KvFormat> formats;  // empty: all, f16 first
 };
 
@@ -40,14 +46,16 @@ struct AttentionSpeed {
 };
 
 struct SpeedReport {
-  double memory_read_gbps = 0.0;  // plain sequential read of a working-set-sized buffer, same thread
-  int heads = 0;                  // KV heads cycled through
+  double memory_read_gbps = 0.0;  // plain sequential read of a working-set-sized buffer, same threads
+  int heads = 0;                  // KV heads cycled through (all threads together)
+  int threads = 1;
   std::vector<AttentionSpeed> formats;
 };
 
 StatusOr<SpeedReport> MeasureAttentionSpeed(const SpeedOptions& options);
 
-// GB/s of one thread summing a `bytes`-byte buffer (best of a few passes, thread CPU time).
-double MeasureReadBandwidth(size_t bytes);
+// GB/s of `threads` threads at once, each summing its share of a `bytes`-byte buffer (best of a few passes,
+// thread CPU time; the threads' rates added).
+double MeasureReadBandwidth(size_t bytes, int threads = 1);
 
 }  // namespace tq::kernels

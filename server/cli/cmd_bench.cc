@@ -47,6 +47,7 @@ int RunBenchAttention(BenchFlags& flags) {
     row["bytes_per_token"] = s.bytes_per_token;
     row["kv_read_gbps"] = s.kv_read_gbps;
     row["memory_read_gbps"] = report->memory_read_gbps;
+    row["threads"] = report->threads;
     row["encode_ns_per_vector"] = s.encode_ns_per_vector;
     row["encode_us_per_model_token"] = s.encode_ns_per_vector * kModelVectors / 1e3;
     list.push_back(row);
@@ -55,8 +56,10 @@ int RunBenchAttention(BenchFlags& flags) {
     std::printf("%s\n", list.dump(2).c_str());
     return kExitOk;
   }
-  std::printf("decode attention, ctx %d, head_dim %d, gqa %d, %d KV heads cycled; memory read %.1f GB/s\n",
-              flags.speed.ctx, flags.speed.head_dim, flags.speed.gqa, report->heads, report->memory_read_gbps);
+  std::printf(
+      "decode attention, ctx %d, head_dim %d, gqa %d, %d KV heads cycled by %d thread%s; memory read %.1f GB/s\n",
+      flags.speed.ctx, flags.speed.head_dim, flags.speed.gqa, report->heads, report->threads,
+      report->threads == 1 ? "" : "s", report->memory_read_gbps);
   std::printf("%-6s %12s %9s %12s %10s %9s %16s\n", "format", "ns/token", "x f16", "hot ns/tok", "B/token", "GB/s",
               "encode us/token*");
   for (const kernels::AttentionSpeed& s : report->formats) {
@@ -89,6 +92,10 @@ Command AddBenchCommand(CLI::App& parent) {
   attention->add_option("--min-seconds", flags->speed.min_seconds, "Time per format")->capture_default_str();
   attention->add_option("--rounds", flags->speed.rounds, "Rounds per format, alternating with f16; best round counts")
       ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  attention->add_option("--threads,-t", flags->speed.threads,
+                        "Threads reading KV at once, each its own heads (times are then the machine's)")
+      ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   attention->add_option("--formats", flags->formats, "Formats to measure (default: all; f16 always)");
   attention->add_flag("--json", flags->json, "Print a JSON list");

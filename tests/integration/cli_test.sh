@@ -17,6 +17,13 @@ expect_out "unknown SIMD target 'NEON'" "names the target"
 expect_out "AVX2" "lists the compiled targets"
 expect_rc 0 "--simd SSE4 runs the SSE4 kernels" -- run "$bin" --simd SSE4 bench encode --min-seconds 0.01 --decode-ctx 0 --json
 expect_out '"simd_target": "SSE4"' "the encoder ran on SSE4"
+expect_rc 0 "bench attention on 2 threads" -- run "$bin" bench attention --ctx 300 --working-set-mib 2 \
+  --min-seconds 0.01 --rounds 1 --threads 2 --formats tq4 --json
+expect_out '"threads": 2' "the run says its threads"
+expect_out '"format": "tq4"' "the asked format is measured"
+expect_out '"format": "f16"' "f16 is measured beside it"
+expect_rc 2 "bench attention --threads 0" -- run "$bin" bench attention --threads 0
+expect_out "--threads" "names the option"
 
 expect_rc 0 "serve --print-config" -- run "$bin" serve --print-config
 expect_out "http_port: 8080  # default" "default http port"
