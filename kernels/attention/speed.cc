@@ -118,8 +118,8 @@ StatusOr<double> TimeThread(const FormatRun& run, const SpeedOptions& options, c
 
 // The machine's decode attention ns per cached token with `options.threads` threads at once (one thread: its
 // own time; more: the threads' rates added).
-StatusOr<double> TimeRun(const FormatRun& run, const SpeedOptions& options, const std::vector<float>& q, bool hot,
-                         double seconds) {
+StatusOr<double> TimeRun(const FormatRun& run, const SpeedOptions& options, const std::vector<float>& q,
+                         bool hot, double seconds) {
   const int n = options.threads;
   std::vector<StatusOr<double>> times =
       OnThreads(n, [&](int t) { return TimeThread(run, options, q, hot, seconds, t, n); });
@@ -177,8 +177,8 @@ StatusOr<SpeedReport> MeasureAttentionSpeed(const SpeedOptions& options) {
   const double f16_head_bytes = 2.0 * f16_page * pages_per_head;
   SpeedReport report;
   // At least one head per thread (a small working set may then be cache-resident: the caller's choice).
-  report.heads = std::max(options.threads,
-                          static_cast<int>(options.working_set_mib * 1048576.0 / f16_head_bytes));
+  report.heads =
+      std::max(options.threads, static_cast<int>(options.working_set_mib * 1048576.0 / f16_head_bytes));
   report.threads = options.threads;
   report.memory_read_gbps =
       MeasureReadBandwidth(static_cast<size_t>(options.working_set_mib) << 20, options.threads);

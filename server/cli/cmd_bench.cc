@@ -57,7 +57,8 @@ int RunBenchAttention(BenchFlags& flags) {
     return kExitOk;
   }
   std::printf(
-      "decode attention, ctx %d, head_dim %d, gqa %d, %d KV heads cycled by %d thread%s; memory read %.1f GB/s\n",
+      "decode attention, ctx %d, head_dim %d, gqa %d, %d KV heads cycled by %d thread%s; memory read %.1f "
+      "GB/s\n",
       flags.speed.ctx, flags.speed.head_dim, flags.speed.gqa, report->heads, report->threads,
       report->threads == 1 ? "" : "s", report->memory_read_gbps);
   std::printf("%-6s %12s %9s %12s %10s %9s %16s\n", "format", "ns/token", "x f16", "hot ns/tok", "B/token", "GB/s",
@@ -93,8 +94,9 @@ Command AddBenchCommand(CLI::App& parent) {
   attention->add_option("--rounds", flags->speed.rounds, "Rounds per format, alternating with f16; best round counts")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  attention->add_option("--threads,-t", flags->speed.threads,
-                        "Threads reading KV at once, each its own heads (times are then the machine's)")
+  attention
+      ->add_option("--threads,-t", flags->speed.threads,
+                   "Threads reading KV at once, each its own heads (times are then the machine's)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   attention->add_option("--formats", flags->formats, "Formats to measure (default: all; f16 always)");
