@@ -176,8 +176,12 @@ HWY_INLINE VI IndexAt(const uint8_t* seg, int dims, int u, size_t b) {
     const __m128i lo = LoadRow(seg + static_cast<size_t>(2 * u + K / 4) * kGroupTokens);
     const __m128i hi = LoadRow(seg + static_cast<size_t>(dims / 4 + u) * kGroupTokens);
     const __m128i lo_k = _mm_and_si128(_mm_srli_epi16(lo, 2 * (K % 4)), _mm_set1_epi8(3));
-    const __m128i hi_k =
-        K >= 2 ? _mm_srli_epi16(hi, K >= 2 ? K - 2 : 0) : _mm_slli_epi16(hi, K < 2 ? 2 - K : 0);
+    __m128i hi_k;  // the high plane's bit K moved to bit 2
+    if constexpr (K >= 2) {
+      hi_k = _mm_srli_epi16(hi, K - 2);
+    } else {
+      hi_k = _mm_slli_epi16(hi, 2 - K);
+    }
     const __m128i idx = _mm_or_si128(lo_k, _mm_and_si128(hi_k, _mm_set1_epi8(4)));
     return VI{_mm256_cvtepu8_epi32(b == 0 ? idx : _mm_unpackhi_epi64(idx, idx))};
   }
