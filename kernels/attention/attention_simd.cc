@@ -201,8 +201,10 @@ HWY_INLINE VI IndexAt(const uint8_t* seg, int dims, int u, size_t b) {
   } else if constexpr (kBits == 8) {
     return LoadBytes(seg + static_cast<size_t>(2 * u + K) * kGroupTokens + lane);
   } else {
-    const VI row = LoadBytes(seg + static_cast<size_t>(u) * kGroupTokens + lane);
-    return hn::ShiftRight<K * kBits>(row);
+    // K may pass the unit's end: coordinate K of unit u is coordinate K % UnitDims of unit u + K / UnitDims.
+    constexpr int kDims = UnitDimsOf(kBits);
+    const VI row = LoadBytes(seg + static_cast<size_t>(u + K / kDims) * kGroupTokens + lane);
+    return hn::ShiftRight<(K % kDims) * kBits>(row);
   }
 }
 
@@ -327,11 +329,18 @@ struct GroupList {
   }
 };
 
-// Coordinates per value pass: with 32 registers (AVX-512) up to 4 coordinates of a unit share the loads of its code
-// rows (the 3-bit rows hold 8 coordinates, 2-bit 4, 1-bit 8); otherwise 2.
+// Coordinates per value pass: with 32 registers (AVX-512) 4, which share the loads of the weights and of their code
+// rows (the 3-bit rows hold 8 coordinates, 2-bit 4, 1-bit 8; a 4-bit pass spans two units, 8-bit two);
+// otherwise 2 (at most one unit).
 template <int kBits>
 constexpr int PassDims() {
-  return std::min(UnitDims<kBits>(), kN >= 16 ? 4 : 2);
+  return kN >= 16 ? 4 : std::min(UnitDims<kBits>(), 2);
+}
+
+// Units per value pass: the pass covers PassDims coordinates from unit u on.
+template <int kBits>
+constexpr int PassUnits() {
+  return std::max(1, PassDims<kBits>() / UnitDims<kBits>());
 }
 
 // v[c] = the table values of coordinate K + c of unit u for tokens [b * kN, b * kN + kN) of a group, c < kP.
@@ -343,14 +352,15 @@ HWY_INLINE void LookupPass(const Lut& lut, const uint8_t* seg, int dims, int u, 
   }
 }
 
-// Coordinates [K, K + PassDims) of unit u, over all active groups; one chain per (head, coordinate), or two by
-// group parity when there are fewer than 8 chains (FMA latency).
-// w: [G][kPageTokens] weights with norms folded in; acc: [G][head_dim][kN] at the segment's first coordinate.
-template <int kBits, int G, int K = 0>
+// Coordinates [K, K + kP) of the kSpan coordinates from unit u on (kP = min(PassDims, kSpan)), over all active
+// groups; one chain per (head, coordinate), or two by group parity when there are fewer than 8 chains (FMA
+// latency). w: [G][kPageTokens] weights with norms folded in; acc: [G][head_dim][kN] at the segment's first
+// coordinate.
+template <int kBits, int G, int kSpan, int K = 0>
 HWY_INLINE void AccumulateUnit(const uint8_t* codes, size_t group_bytes, size_t seg_offset, int dims, int u,
                                const GroupList& groups, const Lut& lut, const float* w, float* acc, int head_dim) {
-  if constexpr (K < UnitDims<kBits>()) {
-    constexpr int kP = PassDims<kBits>();
+  if constexpr (K < kSpan) {
+    constexpr int kP = std::min(PassDims<kBits>(), kSpan);
     // Two chains by group parity only where the doubled accumulators still fit in registers beside the code
     // table and about four temporaries (spilled accumulators put a store and a reload into every chain).
     constexpr int kPar = kP * G >= 8 || 2 * kP * G > kVectorRegs - 6 ? 1 : 2;
@@ -406,7 +416,8 @@ HWY_INLINE void AccumulateUnit(const uint8_t* codes, size_t group_bytes, size_t 
         hn::StoreU(hn::Add(hn::LoadU(df, a), sum), df, a);
       }
     }
-    AccumulateUnit<kBits, G, K + kP>(codes, group_bytes, seg_offset, dims, u, groups, lut, w, acc, head_dim);
+    AccumulateUnit<kBits, G, kSpan, K + kP>(codes, group_bytes, seg_offset, dims, u, groups, lut, w, acc,
+                                            head_dim);
   }
 }
 
@@ -414,10 +425,19 @@ template <int kBits, int G>
 HWY_NOINLINE void AccumulateCodes(const uint8_t* codes, size_t group_bytes, const CodeSegment& seg,
                                   const GroupList& groups, const Lut& lut, const float* w, float* acc,
                                   int head_dim, PagePrefetch& pf) {
-  for (int u = 0; u < seg.dims / UnitDims<kBits>(); ++u) {
+  constexpr int kUnits = PassUnits<kBits>();
+  const int units = seg.dims / UnitDims<kBits>();
+  float* a = acc + static_cast<size_t>(seg.first) * kN;
+  int u = 0;
+  for (; u + kUnits <= units; u += kUnits) {
+    for (int k = 0; k < kUnits; ++k) pf.Step();
+    AccumulateUnit<kBits, G, kUnits * UnitDims<kBits>()>(codes, group_bytes, seg.group_offset, seg.dims, u, groups,
+                                                         lut, w, a, head_dim);
+  }
+  for (; u < units; ++u) {  // a segment whose units are not a multiple of kUnits: the rest one unit at a time
     pf.Step();
-    AccumulateUnit<kBits, G>(codes, group_bytes, seg.group_offset, seg.dims, u, groups, lut, w,
-                             acc + static_cast<size_t>(seg.first) * kN, head_dim);
+    AccumulateUnit<kBits, G, UnitDims<kBits>()>(codes, group_bytes, seg.group_offset, seg.dims, u, groups, lut, w,
+                                                a, head_dim);
   }
 }
 
