@@ -2,33 +2,55 @@
 
 #include <cassert>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 namespace tq::kernels::attention_internal {
 
 namespace {
 
+// The last page header validated for one side (K or V) of the pages: consecutive pages of a head nearly always
+// carry the same 64 header bytes (format, head_dim, seed, outlier set, a full page; int8 pages differ in their
+// scale), and a header equal byte for byte to one that passed every check passes them again.
+struct HeaderMemo {
+  uint8_t bytes[kPageHeaderBytes];
+  PageHeader header;
+  const KvCodec* codec = nullptr;
+};
+
+Status Mismatch(const PageHeader& header, KvFormat format, int head_dim) {
+  return InvalidArgumentError("attention: page header says format " + std::to_string(header.format) + " head_dim " +
+                              std::to_string(header.head_dim) + ", page table says " +
+                              std::string(FormatName(format)) + " " + std::to_string(head_dim));
+}
+
 StatusOr<const KvCodec*> CodecFor(const uint8_t* bytes, KvFormat format, int head_dim, int num_tokens,
-                                  const KvCodec* previous, float* scale) {
+                                  HeaderMemo& memo, float* scale) {
   if (bytes == nullptr) return InvalidArgumentError("attention: null page");
-  TQ_ASSIGN_OR_RETURN(size_t size, PageBytes(format, head_dim));
-  TQ_ASSIGN_OR_RETURN(PageHeader header, ReadPageHeader(std::span<const uint8_t>(bytes, size)));
-  if (header.format != static_cast<uint8_t>(format) || header.head_dim != head_dim) {
-    return InvalidArgumentError("attention: page header says format " + std::to_string(header.format) +
-                                " head_dim " + std::to_string(header.head_dim) + ", page table says " +
-                                std::string(FormatName(format)) + " " + std::to_string(head_dim));
+  if (memo.codec == nullptr || std::memcmp(bytes, memo.bytes, kPageHeaderBytes) != 0) {
+    TQ_ASSIGN_OR_RETURN(size_t size, PageBytes(format, head_dim));
+    TQ_ASSIGN_OR_RETURN(PageHeader header, ReadPageHeader(std::span<const uint8_t>(bytes, size)));
+    if (header.format != static_cast<uint8_t>(format) || header.head_dim != head_dim) {
+      return Mismatch(header, format, head_dim);
+    }
+    // Consecutive pages of one head nearly always share a codec: skip the cache lookup.
+    const KvCodec* codec = memo.codec;
+    if (codec == nullptr || codec->format() != format || codec->head_dim() != head_dim ||
+        (IsRotated(format) && codec->seed() != header.seed) || codec->outlier_mask() != header.outlier_mask) {
+      TQ_ASSIGN_OR_RETURN(codec, KvCodec::ForHeader(header));
+    }
+    std::memcpy(memo.bytes, bytes, kPageHeaderBytes);
+    memo.header = header;
+    memo.codec = codec;
+  } else if (memo.header.format != static_cast<uint8_t>(format) || memo.header.head_dim != head_dim) {
+    return Mismatch(memo.header, format, head_dim);
   }
-  if (num_tokens < 0 || num_tokens > header.num_tokens) {
+  if (num_tokens < 0 || num_tokens > memo.header.num_tokens) {
     return InvalidArgumentError("attention: page table has " + std::to_string(num_tokens) +
-                                " tokens, page holds " + std::to_string(header.num_tokens));
+                                " tokens, page holds " + std::to_string(memo.header.num_tokens));
   }
-  *scale = header.scale;
-  // Consecutive pages of one head nearly always share a codec: skip the cache lookup.
-  if (previous != nullptr && previous->format() == format && previous->head_dim() == head_dim &&
-      (!IsRotated(format) || previous->seed() == header.seed) && previous->outlier_mask() == header.outlier_mask) {
-    return previous;
-  }
-  return KvCodec::ForHeader(header);
+  *scale = memo.header.scale;
+  return memo.codec;
 }
 
 int DomainIndex(Plan& plan, const KvCodec* codec, CodeDomain kind, const float* q) {
@@ -79,8 +101,7 @@ StatusOr<Plan> MakePlan(std::span<const KvPageRef> pages, int head_dim, const fl
   plan.num_q = num_q;
   plan.scale = options.scale > 0.0f ? options.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   plan.pages.reserve(pages.size());
-  const KvCodec* prev_k = nullptr;
-  const KvCodec* prev_v = nullptr;
+  HeaderMemo k_memo, v_memo;
   for (size_t i = 0; i < pages.size(); ++i) {
     const KvPageRef& ref = pages[i];
     PlannedPage page;
@@ -90,12 +111,12 @@ StatusOr<Plan> MakePlan(std::span<const KvPageRef> pages, int head_dim, const fl
     page.score_bias = ref.score_bias;
     page.first_bias = ref.first_bias;
     page.first_value = ref.first_value;
-    StatusOr<const KvCodec*> kc = CodecFor(ref.k, ref.k_format, head_dim, ref.num_tokens, prev_k, &page.k_scale);
+    StatusOr<const KvCodec*> kc = CodecFor(ref.k, ref.k_format, head_dim, ref.num_tokens, k_memo, &page.k_scale);
     if (!kc.ok()) return kc.status().WithContext("page " + std::to_string(i) + " keys");
-    StatusOr<const KvCodec*> vc = CodecFor(ref.v, ref.v_format, head_dim, ref.num_tokens, prev_v, &page.v_scale);
+    StatusOr<const KvCodec*> vc = CodecFor(ref.v, ref.v_format, head_dim, ref.num_tokens, v_memo, &page.v_scale);
     if (!vc.ok()) return vc.status().WithContext("page " + std::to_string(i) + " values");
-    page.k_codec = prev_k = *kc;
-    page.v_codec = prev_v = *vc;
+    page.k_codec = *kc;
+    page.v_codec = *vc;
     const std::vector<CodeSegment>& k_segments = page.k_codec->layout().segments;
     const std::vector<CodeSegment>& v_segments = page.v_codec->layout().segments;
     assert(k_segments.size() <= kMaxSegments && v_segments.size() <= kMaxSegments);

@@ -272,6 +272,41 @@ TEST(AttentionReference, BadPagesAreStatusErrors) {
   EXPECT_EQ(out, std::vector<float>(d, 0.0f));
 }
 
+// Pages after the first are checked too (the plan reuses a header's checks only for the same 64 bytes), and a page
+// with another rotation seed in the middle of a head's pages gets its own codec.
+TEST(AttentionReference, EveryPageHeaderIsCheckedAndAnotherSeedGetsItsCodec) {
+  const int d = 64;
+  std::vector<std::pair<KvFormat, KvFormat>> formats(4, {KvFormat::kTq4, KvFormat::kTq4});
+  TestCache cache(d, formats, Lengths(512), 3);
+  // Page 2's keys re-coded with seed 99 (the others have 77), its decoded keys replaced.
+  auto other = KvCodec::Create(KvFormat::kTq4, d, 99);
+  ASSERT_TRUE(other.ok());
+  Rng rng(4);
+  std::vector<float> k(static_cast<size_t>(kPageTokens) * d);
+  for (float& x : k) x = static_cast<float>(rng.Gaussian());
+  ASSERT_TRUE((*other)->EncodePage(k.data(), kPageTokens, cache.k_pages[2]).ok());
+  ASSERT_TRUE((*other)->DecodePage(cache.k_pages[2], cache.k_decoded.data() + 2 * kPageTokens * d).ok());
+  const std::vector<float> q = Queries(3, d, 5);
+  std::vector<float> out(q.size());
+  AttentionOptions exact;
+  exact.skip_threshold = 0.0f;
+  for (bool simd : {false, true}) {
+    const Status s = simd ? DecodeAttention(cache.refs, d, q.data(), 3, exact, out.data(), nullptr)
+                          : DecodeAttentionReference(cache.refs, d, q.data(), 3, exact, out.data(), nullptr);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_LT(RelErr(out, FloatAttention(cache, q.data(), 3, 512)), 1e-5) << (simd ? "simd" : "reference");
+  }
+  for (int page : {1, 3}) {
+    for (std::vector<std::vector<uint8_t>>* side : {&cache.k_pages, &cache.v_pages}) {
+      (*side)[page][20] ^= 4;  // a seed byte: the header checksum no longer matches
+      EXPECT_EQ(DecodeAttention(cache.refs, d, q.data(), 3, {}, out.data(), nullptr).code(), StatusCode::kDataLoss)
+          << "page " << page;
+      (*side)[page][20] ^= 4;
+    }
+  }
+  EXPECT_TRUE(DecodeAttention(cache.refs, d, q.data(), 3, {}, out.data(), nullptr).ok());
+}
+
 // ---- SIMD against the scalar reference on every supported target. ----
 
 class AttentionSimd : public tq::testing::SimdTargetTest {};
