@@ -329,9 +329,9 @@ struct GroupList {
   }
 };
 
-// Coordinates per value pass: with 32 registers (AVX-512) 4, which share the loads of the weights and of their code
-// rows (the 3-bit rows hold 8 coordinates, 2-bit 4, 1-bit 8; a 4-bit pass spans two units, 8-bit two);
-// otherwise 2 (at most one unit).
+// Coordinates per value pass: with 32 registers (AVX-512) 4, which share the loads of the weights and of
+// their code rows (the 3-bit rows hold 8 coordinates, 2-bit 4, 1-bit 8; a 4-bit pass spans two units, 8-bit
+// two); otherwise 2 (at most one unit).
 template <int kBits>
 constexpr int PassDims() {
   return kN >= 16 ? 4 : std::min(UnitDims<kBits>(), 2);
@@ -352,13 +352,14 @@ HWY_INLINE void LookupPass(const Lut& lut, const uint8_t* seg, int dims, int u, 
   }
 }
 
-// Coordinates [K, K + kP) of the kSpan coordinates from unit u on (kP = min(PassDims, kSpan)), over all active
-// groups; one chain per (head, coordinate), or two by group parity when there are fewer than 8 chains (FMA
-// latency). w: [G][kPageTokens] weights with norms folded in; acc: [G][head_dim][kN] at the segment's first
-// coordinate.
+// Coordinates [K, K + kP) of the kSpan coordinates from unit u on (kP = min(PassDims, kSpan)), over all
+// active groups; one chain per (head, coordinate), or two by group parity when there are fewer than 8 chains
+// (FMA latency). w: [G][kPageTokens] weights with norms folded in; acc: [G][head_dim][kN] at the segment's
+// first coordinate.
 template <int kBits, int G, int kSpan, int K = 0>
 HWY_INLINE void AccumulateUnit(const uint8_t* codes, size_t group_bytes, size_t seg_offset, int dims, int u,
-                               const GroupList& groups, const Lut& lut, const float* w, float* acc, int head_dim) {
+                               const GroupList& groups, const Lut& lut, const float* w, float* acc,
+                               int head_dim) {
   if constexpr (K < kSpan) {
     constexpr int kP = std::min(PassDims<kBits>(), kSpan);
     // Two chains by group parity only where the doubled accumulators still fit in registers beside the code
@@ -431,13 +432,13 @@ HWY_NOINLINE void AccumulateCodes(const uint8_t* codes, size_t group_bytes, cons
   int u = 0;
   for (; u + kUnits <= units; u += kUnits) {
     for (int k = 0; k < kUnits; ++k) pf.Step();
-    AccumulateUnit<kBits, G, kUnits * UnitDims<kBits>()>(codes, group_bytes, seg.group_offset, seg.dims, u, groups,
-                                                         lut, w, a, head_dim);
+    AccumulateUnit<kBits, G, kUnits * UnitDims<kBits>()>(codes, group_bytes, seg.group_offset, seg.dims, u,
+                                                         groups, lut, w, a, head_dim);
   }
   for (; u < units; ++u) {  // a segment whose units are not a multiple of kUnits: the rest one unit at a time
     pf.Step();
-    AccumulateUnit<kBits, G, UnitDims<kBits>()>(codes, group_bytes, seg.group_offset, seg.dims, u, groups, lut, w,
-                                                a, head_dim);
+    AccumulateUnit<kBits, G, UnitDims<kBits>()>(codes, group_bytes, seg.group_offset, seg.dims, u, groups,
+                                                lut, w, a, head_dim);
   }
 }
 

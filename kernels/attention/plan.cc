@@ -9,9 +9,9 @@ namespace tq::kernels::attention_internal {
 
 namespace {
 
-// The last page header validated for one side (K or V) of the pages: consecutive pages of a head nearly always
-// carry the same 64 header bytes (format, head_dim, seed, outlier set, a full page; int8 pages differ in their
-// scale), and a header equal byte for byte to one that passed every check passes them again.
+// The last page header validated for one side (K or V) of the pages: consecutive pages of a head nearly
+// always carry the same 64 header bytes (format, head_dim, seed, outlier set, a full page; int8 pages differ
+// in their scale), and a header equal byte for byte to one that passed every check passes them again.
 struct HeaderMemo {
   uint8_t bytes[kPageHeaderBytes];
   PageHeader header;
@@ -19,8 +19,8 @@ struct HeaderMemo {
 };
 
 Status Mismatch(const PageHeader& header, KvFormat format, int head_dim) {
-  return InvalidArgumentError("attention: page header says format " + std::to_string(header.format) + " head_dim " +
-                              std::to_string(header.head_dim) + ", page table says " +
+  return InvalidArgumentError("attention: page header says format " + std::to_string(header.format) +
+                              " head_dim " + std::to_string(header.head_dim) + ", page table says " +
                               std::string(FormatName(format)) + " " + std::to_string(head_dim));
 }
 
@@ -111,9 +111,11 @@ StatusOr<Plan> MakePlan(std::span<const KvPageRef> pages, int head_dim, const fl
     page.score_bias = ref.score_bias;
     page.first_bias = ref.first_bias;
     page.first_value = ref.first_value;
-    StatusOr<const KvCodec*> kc = CodecFor(ref.k, ref.k_format, head_dim, ref.num_tokens, k_memo, &page.k_scale);
+    StatusOr<const KvCodec*> kc =
+        CodecFor(ref.k, ref.k_format, head_dim, ref.num_tokens, k_memo, &page.k_scale);
     if (!kc.ok()) return kc.status().WithContext("page " + std::to_string(i) + " keys");
-    StatusOr<const KvCodec*> vc = CodecFor(ref.v, ref.v_format, head_dim, ref.num_tokens, v_memo, &page.v_scale);
+    StatusOr<const KvCodec*> vc =
+        CodecFor(ref.v, ref.v_format, head_dim, ref.num_tokens, v_memo, &page.v_scale);
     if (!vc.ok()) return vc.status().WithContext("page " + std::to_string(i) + " values");
     page.k_codec = *kc;
     page.v_codec = *vc;

@@ -272,8 +272,8 @@ TEST(AttentionReference, BadPagesAreStatusErrors) {
   EXPECT_EQ(out, std::vector<float>(d, 0.0f));
 }
 
-// Pages after the first are checked too (the plan reuses a header's checks only for the same 64 bytes), and a page
-// with another rotation seed in the middle of a head's pages gets its own codec.
+// Pages after the first are checked too (the plan reuses a header's checks only for the same 64 bytes), and a
+// page with another rotation seed in the middle of a head's pages gets its own codec.
 TEST(AttentionReference, EveryPageHeaderIsCheckedAndAnotherSeedGetsItsCodec) {
   const int d = 64;
   std::vector<std::pair<KvFormat, KvFormat>> formats(4, {KvFormat::kTq4, KvFormat::kTq4});
@@ -299,7 +299,8 @@ TEST(AttentionReference, EveryPageHeaderIsCheckedAndAnotherSeedGetsItsCodec) {
   for (int page : {1, 3}) {
     for (std::vector<std::vector<uint8_t>>* side : {&cache.k_pages, &cache.v_pages}) {
       (*side)[page][20] ^= 4;  // a seed byte: the header checksum no longer matches
-      EXPECT_EQ(DecodeAttention(cache.refs, d, q.data(), 3, {}, out.data(), nullptr).code(), StatusCode::kDataLoss)
+      EXPECT_EQ(DecodeAttention(cache.refs, d, q.data(), 3, {}, out.data(), nullptr).code(),
+                StatusCode::kDataLoss)
           << "page " << page;
       (*side)[page][20] ^= 4;
     }
