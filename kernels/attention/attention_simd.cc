@@ -427,18 +427,14 @@ HWY_NOINLINE void AccumulateCodes(const uint8_t* codes, size_t group_bytes, cons
                                   const GroupList& groups, const Lut& lut, const float* w, float* acc,
                                   int head_dim, PagePrefetch& pf) {
   constexpr int kUnits = PassUnits<kBits>();
-  const int units = seg.dims / UnitDims<kBits>();
+  // Segments hold a multiple of 8 coordinates (CodeSegment), so passes of kUnits units (at most 4
+  // coordinates) tile them.
+  assert(seg.dims % (kUnits * UnitDims<kBits>()) == 0);
   float* a = acc + static_cast<size_t>(seg.first) * kN;
-  int u = 0;
-  for (; u + kUnits <= units; u += kUnits) {
+  for (int u = 0; u < seg.dims / UnitDims<kBits>(); u += kUnits) {
     for (int k = 0; k < kUnits; ++k) pf.Step();
     AccumulateUnit<kBits, G, kUnits * UnitDims<kBits>()>(codes, group_bytes, seg.group_offset, seg.dims, u,
                                                          groups, lut, w, a, head_dim);
-  }
-  for (; u < units; ++u) {  // a segment whose units are not a multiple of kUnits: the rest one unit at a time
-    pf.Step();
-    AccumulateUnit<kBits, G, UnitDims<kBits>()>(codes, group_bytes, seg.group_offset, seg.dims, u, groups,
-                                                lut, w, a, head_dim);
   }
 }
 

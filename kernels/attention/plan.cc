@@ -18,20 +18,21 @@ struct HeaderMemo {
   const KvCodec* codec = nullptr;
 };
 
-Status Mismatch(const PageHeader& header, KvFormat format, int head_dim) {
-  return InvalidArgumentError("attention: page header says format " + std::to_string(header.format) +
-                              " head_dim " + std::to_string(header.head_dim) + ", page table says " +
-                              std::string(FormatName(format)) + " " + std::to_string(head_dim));
-}
-
 StatusOr<const KvCodec*> CodecFor(const uint8_t* bytes, KvFormat format, int head_dim, int num_tokens,
                                   HeaderMemo& memo, float* scale) {
   if (bytes == nullptr) return InvalidArgumentError("attention: null page");
-  if (memo.codec == nullptr || std::memcmp(bytes, memo.bytes, kPageHeaderBytes) != 0) {
+  // A hit needs the page table's format and head_dim too: the memo's header matched the table of its own
+  // page.
+  const bool hit = memo.codec != nullptr && memo.codec->format() == format &&
+                   memo.codec->head_dim() == head_dim &&
+                   std::memcmp(bytes, memo.bytes, kPageHeaderBytes) == 0;
+  if (!hit) {
     TQ_ASSIGN_OR_RETURN(size_t size, PageBytes(format, head_dim));
     TQ_ASSIGN_OR_RETURN(PageHeader header, ReadPageHeader(std::span<const uint8_t>(bytes, size)));
     if (header.format != static_cast<uint8_t>(format) || header.head_dim != head_dim) {
-      return Mismatch(header, format, head_dim);
+      return InvalidArgumentError("attention: page header says format " + std::to_string(header.format) +
+                                  " head_dim " + std::to_string(header.head_dim) + ", page table says " +
+                                  std::string(FormatName(format)) + " " + std::to_string(head_dim));
     }
     // Consecutive pages of one head nearly always share a codec: skip the cache lookup.
     const KvCodec* codec = memo.codec;
@@ -42,8 +43,6 @@ StatusOr<const KvCodec*> CodecFor(const uint8_t* bytes, KvFormat format, int hea
     std::memcpy(memo.bytes, bytes, kPageHeaderBytes);
     memo.header = header;
     memo.codec = codec;
-  } else if (memo.header.format != static_cast<uint8_t>(format) || memo.header.head_dim != head_dim) {
-    return Mismatch(memo.header, format, head_dim);
   }
   if (num_tokens < 0 || num_tokens > memo.header.num_tokens) {
     return InvalidArgumentError("attention: page table has " + std::to_string(num_tokens) +

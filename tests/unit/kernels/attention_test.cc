@@ -305,6 +305,14 @@ TEST(AttentionReference, EveryPageHeaderIsCheckedAndAnotherSeedGetsItsCodec) {
       (*side)[page][20] ^= 4;
     }
   }
+  // A later page whose header bytes equal the page before's, listed under another format by the page table.
+  std::vector<KvPageRef> refs = cache.refs;
+  refs[3].v_format = KvFormat::kTq3;
+  EXPECT_FALSE(DecodeAttention(refs, d, q.data(), 3, {}, out.data(), nullptr).ok());
+  refs[3].v_format = KvFormat::kTq4;
+  refs[3].num_tokens = kPageTokens + 1;  // more tokens than the (memoized) header holds
+  EXPECT_EQ(DecodeAttention(refs, d, q.data(), 3, {}, out.data(), nullptr).code(),
+            StatusCode::kInvalidArgument);
   EXPECT_TRUE(DecodeAttention(cache.refs, d, q.data(), 3, {}, out.data(), nullptr).ok());
 }
 
