@@ -22,7 +22,6 @@
 
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
-#include <hwy/contrib/math/math-inl.h>
 
 HWY_BEFORE_NAMESPACE();
 namespace tq::kernels::HWY_NAMESPACE {
@@ -281,15 +280,17 @@ HWY_INLINE void ScoreUnitShuffled(const uint8_t*, size_t, int, int, const Lut&, 
 #endif
 
 template <int kBits, int G, int kGroups>
-HWY_INLINE void ScoreCodes(const uint8_t* seg, size_t group_bytes, int dims, const Lut& lut, const float* const* q,
-                           ScoreAcc<G, kGroups>& acc) {
+HWY_INLINE void ScoreCodes(const uint8_t* seg, size_t group_bytes, int dims, const Lut& lut,
+                           const float* const* q, ScoreAcc<G, kGroups>& acc, PagePrefetch& pf) {
   if constexpr (kShuffleLookup<kBits>) {
     for (int u = 0; u < dims / UnitDims<kBits>(); ++u) {
+      pf.Step();
       ScoreUnitShuffled<kBits, G, kGroups>(seg, group_bytes, dims, u, lut, q, acc);
     }
     return;
   }
   for (int u = 0; u < dims / UnitDims<kBits>(); ++u) {
+    pf.Step();
     ScoreUnit<kBits, G, kGroups>(seg, group_bytes, dims, u, lut, q, acc);
   }
 }
@@ -297,8 +298,9 @@ HWY_INLINE void ScoreCodes(const uint8_t* seg, size_t group_bytes, int dims, con
 // f16 (kHalf) or int8 rows: 16 values per coordinate and group.
 template <int G, int kGroups, bool kHalf>
 HWY_INLINE void ScorePlain(const uint8_t* seg, size_t group_bytes, int dims, const float* const* q,
-                           ScoreAcc<G, kGroups>& acc) {
+                           ScoreAcc<G, kGroups>& acc, PagePrefetch& pf) {
   for (int i = 0; i < dims; ++i) {
+    if (i % 4 == 0) pf.Step();
     VF qv[G];
     for (int g = 0; g < G; ++g) qv[g] = hn::Set(DF(), q[g][i]);
     for (int j = 0; j < kGroups; ++j) {
@@ -500,7 +502,6 @@ HWY_NOINLINE void ScoreSegment(const Plan& plan, const PlannedPage& page, const 
   const size_t gb = layout.group_bytes;
   const int passes = (groups + kGroups - 1) / kGroups;
   for (int pass = 0; pass < passes; ++pass) {
-    pf.Step();
     const int grp0 = pass * kGroups;
     const uint8_t* rows = page.k + layout.codes_offset + grp0 * gb + seg.group_offset;
     ScoreAcc<G, kGroups> acc;
@@ -511,17 +512,17 @@ HWY_NOINLINE void ScoreSegment(const Plan& plan, const PlannedPage& page, const 
     }
     if constexpr (!kCodes) {
       if (seg.bits == 16) {
-        ScorePlain<G, kGroups, true>(rows, gb, seg.dims, q, acc);
+        ScorePlain<G, kGroups, true>(rows, gb, seg.dims, q, acc, pf);
       } else {
-        ScorePlain<G, kGroups, false>(rows, gb, seg.dims, q, acc);
+        ScorePlain<G, kGroups, false>(rows, gb, seg.dims, q, acc, pf);
       }
     } else {
       switch (seg.bits) {
-        case 1: ScoreCodes<1, G, kGroups>(rows, gb, seg.dims, lut, q, acc); break;
-        case 2: ScoreCodes<2, G, kGroups>(rows, gb, seg.dims, lut, q, acc); break;
-        case 3: ScoreCodes<3, G, kGroups>(rows, gb, seg.dims, lut, q, acc); break;
-        case 4: ScoreCodes<4, G, kGroups>(rows, gb, seg.dims, lut, q, acc); break;
-        case 8: ScoreCodes<8, G, kGroups>(rows, gb, seg.dims, lut, q, acc); break;
+        case 1: ScoreCodes<1, G, kGroups>(rows, gb, seg.dims, lut, q, acc, pf); break;
+        case 2: ScoreCodes<2, G, kGroups>(rows, gb, seg.dims, lut, q, acc, pf); break;
+        case 3: ScoreCodes<3, G, kGroups>(rows, gb, seg.dims, lut, q, acc, pf); break;
+        case 4: ScoreCodes<4, G, kGroups>(rows, gb, seg.dims, lut, q, acc, pf); break;
+        case 8: ScoreCodes<8, G, kGroups>(rows, gb, seg.dims, lut, q, acc, pf); break;
       }
     }
     for (int j = 0; j < kGroups; ++j) {
@@ -613,6 +614,34 @@ void AccumulatePage(const Plan& plan, const PlannedPage& page, unsigned groups, 
   }
 }
 
+// e^x for x <= 0 (a score minus the running maximum), within 2 ulp; exactly 0 for x < -87.3 (and -inf), where
+// e^x < 1.2e-38 (hn::Exp keeps denormals down to -104: the difference is below any weight that counts).
+// Half of hn::Exp's operations: x = n ln2 + r (two-part ln2), e^r by a degree-7 Horner polynomial with
+// hn::Exp's coefficients, times 2^n (AVX-512: one vscalefps; elsewhere the exponent bits built directly).
+HWY_INLINE VF ExpNonPositive(VF x) {
+  const DF df;
+  const VF low = hn::Set(df, -87.3f);
+  const VF xc = hn::Max(x, low);  // -inf and below: n >= -126, so 2^n is a normal float
+  const VF n = hn::Round(hn::Mul(xc, hn::Set(df, 1.44269504088896341f)));
+  VF r = hn::MulAdd(n, hn::Set(df, -0.693145751953125f), xc);
+  r = hn::MulAdd(n, hn::Set(df, -1.428606765330187045e-6f), r);
+  VF t = hn::Set(df, 0.000198527617612853646278381f);
+  t = hn::MulAdd(t, r, hn::Set(df, 0.00139304355252534151077271f));
+  t = hn::MulAdd(t, r, hn::Set(df, 0.00833336077630519866943359f));
+  t = hn::MulAdd(t, r, hn::Set(df, 0.0416664853692054748535156f));
+  t = hn::MulAdd(t, r, hn::Set(df, 0.166666671633720397949219f));
+  t = hn::MulAdd(t, r, hn::Set(df, 0.5f));
+  const VF one = hn::Set(df, 1.0f);
+  const VF e_r = hn::MulAdd(hn::MulAdd(t, r, one), r, one);  // 1 + r (1 + r t)
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  const VF y = VF{_mm512_scalef_ps(e_r.raw, n.raw)};
+#else
+  const VI bits = hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(DI(), n), hn::Set(DI(), 127)));
+  const VF y = hn::Mul(e_r, hn::BitCast(df, bits));
+#endif
+  return hn::IfThenZeroElse(hn::Lt(x, low), y);
+}
+
 // Sets pf to ask for the bytes (norms and codes) of a page ahead of its use, spread over the steps of the work
 // before it (a page of work, 1-2 us, hides the memory latency that the hardware prefetchers leave exposed where a
 // stream crosses into the next page). Steps: the score passes of a K page (`score`), the value passes of a V page.
@@ -626,7 +655,7 @@ void StartPrefetch(PagePrefetch& pf, const uint8_t* bytes, const KvCodec* codec,
     const bool plain = seg.domain == CodeDomain::kPlain;
     if (score) {
       const int per_pass = plain ? ScoreGroupsPerPass<G, false>() : ScoreGroupsPerPass<G, true>();
-      steps += (groups + per_pass - 1) / per_pass;
+      steps += (groups + per_pass - 1) / per_pass * (plain ? seg.dims / 4 : seg.dims / UnitDimsOf(seg.bits));
     } else {
       steps += plain ? seg.dims / 4 : seg.dims / UnitDimsOf(seg.bits);  // AccumulatePlain's, AccumulateCodes' passes
     }
@@ -693,9 +722,9 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
       m[g] = m_new;
       vm[g] = hn::Set(df, static_cast<float>(m_new));
     }
-    // Numerators, all heads per block (independent exp chains). Padding lanes [n, 16 * groups) hold -inf scores, so
-    // their numerator is exactly 0 (Exp is 0 below -104): below any positive threshold, they are taken out of the
-    // skip count afterwards.
+    // Numerators, all heads per block (independent exp chains). Padding lanes [n, 16 * groups) hold -inf
+    // scores, so their numerator is exactly 0 (ExpNonPositive is 0 below -87.3): below any positive
+    // threshold, they are taken out of the skip count afterwards.
     unsigned active = 0;
     VF sum[G];
     for (int g = 0; g < G; ++g) sum[g] = hn::Zero(df);
@@ -705,7 +734,7 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
       for (size_t b = 0; b < kBlocks; ++b) {
         const int t = grp * kGroupTokens + static_cast<int>(b * kN);
         for (int g = 0; g < G; ++g) {
-          const VF e = hn::Exp(df, hn::Sub(hn::LoadU(df, scores + g * kPageTokens + t), vm[g]));
+          const VF e = ExpNonPositive(hn::Sub(hn::LoadU(df, scores + g * kPageTokens + t), vm[g]));
           sum[g] = hn::Add(sum[g], e);
           const auto skip = hn::Lt(e, thr);
           skip_count = hn::Sub(skip_count, hn::VecFromMask(DI(), hn::RebindMask(DI(), skip)));
