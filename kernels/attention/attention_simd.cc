@@ -681,7 +681,8 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
     l[g] = 0.0;
   }
   int64_t position = 0, scored = 0, skipped = 0;
-  const VF thr = hn::Set(df, threshold);
+  // Numerators below keep_min are dropped: the threshold, or the smallest positive float (so only zeros are).
+  const VF keep_min = hn::Set(df, std::max(threshold, std::numeric_limits<float>::denorm_min()));
   for (size_t pi = 0; pi < plan.pages.size(); ++pi) {
     const PlannedPage& page = plan.pages[pi];
     const PlannedPage* next = pi + 1 < plan.pages.size() ? &plan.pages[pi + 1] : nullptr;
@@ -723,27 +724,27 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
       vm[g] = hn::Set(df, static_cast<float>(m_new));
     }
     // Numerators, all heads per block (independent exp chains). Padding lanes [n, 16 * groups) hold -inf
-    // scores, so their numerator is exactly 0 (ExpNonPositive is 0 below -87.3): below any positive
-    // threshold, they are taken out of the skip count afterwards.
+    // scores, so their numerator is exactly 0 (ExpNonPositive is 0 below -87.3). A numerator is kept where it
+    // is >= the threshold and > 0 (keep_min); a group is active where any is kept. Skipped (threshold > 0):
+    // the lanes not kept, less the padding and the tokens before the window, counted afterwards.
     unsigned active = 0;
+    size_t kept_lanes = 0;
     VF sum[G];
     for (int g = 0; g < G; ++g) sum[g] = hn::Zero(df);
-    VI skip_count = hn::Zero(DI());
     for (int grp = 0; grp < groups; ++grp) {
-      VF kept_max = hn::Zero(df);
+      auto any = hn::FirstN(df, 0);
       for (size_t b = 0; b < kBlocks; ++b) {
         const int t = grp * kGroupTokens + static_cast<int>(b * kN);
         for (int g = 0; g < G; ++g) {
           const VF e = ExpNonPositive(hn::Sub(hn::LoadU(df, scores + g * kPageTokens + t), vm[g]));
           sum[g] = hn::Add(sum[g], e);
-          const auto skip = hn::Lt(e, thr);
-          skip_count = hn::Sub(skip_count, hn::VecFromMask(DI(), hn::RebindMask(DI(), skip)));
-          const VF kept = hn::IfThenZeroElse(skip, e);
-          kept_max = hn::Max(kept_max, kept);
-          hn::StoreU(kept, df, p + g * kPageTokens + t);
+          const auto keep = hn::Ge(e, keep_min);
+          kept_lanes += hn::CountTrue(df, keep);
+          any = hn::Or(any, keep);
+          hn::StoreU(hn::IfThenElseZero(keep, e), df, p + g * kPageTokens + t);
         }
       }
-      if (!hn::AllTrue(df, hn::Eq(kept_max, hn::Zero(df)))) active |= 1u << grp;
+      if (!hn::AllFalse(df, any)) active |= 1u << grp;
     }
     for (int g = 0; g < G; ++g) l[g] += hn::GetLane(hn::SumOfLanes(df, sum[g]));
     if (page.first_value != nullptr && before == 0) {
@@ -755,8 +756,9 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
     }
     scored += static_cast<int64_t>(G) * (n - before);
     // Padding lanes and tokens before the window have zero numerators: not counted as skipped.
-    skipped += hn::GetLane(hn::SumOfLanes(DI(), skip_count)) -
-               (threshold > 0.0f ? static_cast<int64_t>(G) * (groups * kGroupTokens - n + before) : 0);
+    if (threshold > 0.0f) {
+      skipped += static_cast<int64_t>(G) * (n - before) - static_cast<int64_t>(kept_lanes);
+    }
     pf = PagePrefetch{};
     if (next != nullptr) StartPrefetch<G>(pf, next->v, next->v_codec, next->num_tokens, false, groups);
     if (active != 0) AccumulatePage<G>(plan, page, active, p, acc, pf);
