@@ -1,8 +1,11 @@
 #include "kernels/attention/speed.h"
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstring>
 #include <ctime>
+#include <latch>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -22,6 +25,11 @@ double ThreadSeconds() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Wall-clock seconds (steady): a machine rate of threads at once needs the time they ran together.
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Runs fn(t) for t in [0, n) on n threads at once (t = 0 on the caller's) and returns their results.
@@ -91,44 +99,61 @@ StatusOr<FormatRun> PrepareFormat(KvFormat format, const SpeedOptions& options, 
   return run;
 }
 
-// Decode attention ns per cached token on one thread: cycling through heads first, first + step, ... (cold)
-// or repeating head `first` (hot), whole passes (cold) or 16 calls (hot) until `seconds` of thread CPU time
-// have passed.
-StatusOr<double> TimeThread(const FormatRun& run, const SpeedOptions& options, const std::vector<float>& q,
-                            bool hot, double seconds, int first, int step) {
+// What one thread did in a timed run: calls, its CPU seconds and the wall-clock interval it was timed over.
+struct ThreadWork {
+  int64_t calls = 0;
+  double cpu_seconds = 0.0;
+  double wall_start = 0.0, wall_end = 0.0;
+};
+
+// Decode attention on one thread: cycling through heads first, first + step, ... (cold) or repeating head
+// `first` (hot), whole passes (cold) or 16 calls (hot) until `seconds` of thread CPU time have passed. The
+// timing starts when all threads of the run have arrived at `start`.
+StatusOr<ThreadWork> TimeThread(const FormatRun& run, const SpeedOptions& options,
+                                const std::vector<float>& q, bool hot, double seconds, int first, int step,
+                                std::latch& start) {
   std::vector<float> out(q.size());
   auto call = [&](int head) -> Status {
     return DecodeAttention(run.heads[head], options.head_dim, q.data(), options.gqa, {}, out.data(), nullptr);
   };
   const int heads = static_cast<int>(run.heads.size());
-  int64_t calls = 0;
-  const double start = ThreadSeconds();
-  double elapsed = 0.0;
+  ThreadWork work;
+  start.arrive_and_wait();
+  work.wall_start = WallSeconds();
+  const double cpu_start = ThreadSeconds();
   do {
     if (hot) {
       for (int i = 0; i < 16; ++i) TQ_RETURN_IF_ERROR(call(first));
-      calls += 16;
+      work.calls += 16;
     } else {
-      for (int h = first; h < heads; h += step, ++calls) TQ_RETURN_IF_ERROR(call(h));
+      for (int h = first; h < heads; h += step, ++work.calls) TQ_RETURN_IF_ERROR(call(h));
     }
-    elapsed = ThreadSeconds() - start;
-  } while (elapsed < seconds);
-  return elapsed * 1e9 / (static_cast<double>(calls) * options.ctx);
+    work.cpu_seconds = ThreadSeconds() - cpu_start;
+  } while (work.cpu_seconds < seconds);
+  work.wall_end = WallSeconds();
+  return work;
 }
 
-// The machine's decode attention ns per cached token with `options.threads` threads at once (one thread: its
-// own time; more: the threads' rates added).
+// The machine's decode attention ns per cached token with `options.threads` threads at once. One thread: its
+// CPU time (time slices lost to other processes do not count). More: all threads' tokens over the wall-clock
+// interval from their common start to the last one's end. Their CPU times' rates added would count a thread
+// at the whole memory bus while another was descheduled (a shared VM did that: f16 read "53 GB/s" of 41);
+// wall time can only make a round slower, and the best round is the one reported.
 StatusOr<double> TimeRun(const FormatRun& run, const SpeedOptions& options, const std::vector<float>& q,
                          bool hot, double seconds) {
   const int n = options.threads;
-  std::vector<StatusOr<double>> times =
-      OnThreads(n, [&](int t) { return TimeThread(run, options, q, hot, seconds, t, n); });
-  double rate = 0.0;  // tokens per ns, all threads
-  for (StatusOr<double>& time : times) {
-    TQ_RETURN_IF_ERROR(time.status());
-    rate += 1.0 / *time;
+  std::latch start(n);
+  std::vector<StatusOr<ThreadWork>> works =
+      OnThreads(n, [&](int t) { return TimeThread(run, options, q, hot, seconds, t, n, start); });
+  double tokens = 0.0, first = std::numeric_limits<double>::infinity(), last = 0.0;
+  for (StatusOr<ThreadWork>& work : works) {
+    TQ_RETURN_IF_ERROR(work.status());
+    tokens += static_cast<double>(work->calls) * options.ctx;
+    first = std::min(first, work->wall_start);
+    last = std::max(last, work->wall_end);
   }
-  return 1.0 / rate;
+  if (n == 1) return works[0]->cpu_seconds * 1e9 / tokens;
+  return (last - first) * 1e9 / tokens;
 }
 
 }  // namespace
@@ -140,9 +165,14 @@ double MeasureReadBandwidth(size_t bytes, int threads) {
   for (size_t i = 0; i < words * threads; ++i) buffer[i] = i;
   double best = 0.0;
   for (int pass = 0; pass < 4; ++pass) {
-    std::vector<double> gbps = OnThreads(threads, [&](int t) {
+    // [cpu seconds, wall start, wall end] per thread; one thread counts its CPU time, more their wall-clock
+    // interval together (as TimeRun).
+    std::latch start(threads);
+    std::vector<std::array<double, 3>> times = OnThreads(threads, [&](int t) {
       const uint64_t* share = buffer.get() + words * t;
-      const double start = ThreadSeconds();
+      start.arrive_and_wait();
+      const double wall = WallSeconds();
+      const double cpu = ThreadSeconds();
       uint64_t a = 0, b = 0, c = 0, d = 0;
       for (size_t i = 0; i + 4 <= words; i += 4) {
         a += share[i];
@@ -152,11 +182,15 @@ double MeasureReadBandwidth(size_t bytes, int threads) {
       }
       volatile uint64_t sink = a + b + c + d;
       (void)sink;
-      return static_cast<double>(words * sizeof(uint64_t)) / (ThreadSeconds() - start) / 1e9;
+      return std::array<double, 3>{ThreadSeconds() - cpu, wall, WallSeconds()};
     });
-    double sum = 0.0;
-    for (double g : gbps) sum += g;
-    best = std::max(best, sum);
+    double first = std::numeric_limits<double>::infinity(), last = 0.0;
+    for (const auto& t : times) {
+      first = std::min(first, t[1]);
+      last = std::max(last, t[2]);
+    }
+    const double seconds = threads == 1 ? times[0][0] : last - first;
+    best = std::max(best, static_cast<double>(words * sizeof(uint64_t)) * threads / seconds / 1e9);
   }
   return best;
 }

@@ -11,8 +11,8 @@
 //
 // `threads` > 1 runs that many threads at once, each through its own share of the heads, as a decode step
 // spreads KV heads over the cores: they share the memory bus, so this is the speed where a machine's cores
-// together ask more bandwidth than one core can. Times are then the machine's: per-token times of the
-// threads combined as rates (1 / sum of 1 / t_i), and the read bandwidth is all threads' together.
+// together ask more bandwidth than one core can. Times are then the machine's: all threads' tokens over the
+// wall-clock interval they ran together (one thread: its CPU time), and the read bandwidth likewise.
 #pragma once
 
 #include <string>
@@ -54,8 +54,8 @@ struct SpeedReport {
 
 StatusOr<SpeedReport> MeasureAttentionSpeed(const SpeedOptions& options);
 
-// GB/s of `threads` threads at once, each summing its share of a `bytes`-byte buffer (best of a few passes,
-// thread CPU time; the threads' rates added).
+// GB/s of `threads` threads at once, each summing its share of a `bytes`-byte buffer (best of a few passes;
+// one thread's CPU time, or the wall-clock interval of several together).
 double MeasureReadBandwidth(size_t bytes, int threads = 1);
 
 }  // namespace tq::kernels
