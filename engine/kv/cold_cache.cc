@@ -26,8 +26,8 @@ ColdPageCache::~ColdPageCache() {
   io_thread_.join();
 }
 
-void ColdPageCache::Write(uint64_t id, std::vector<uint8_t> bytes, uint64_t stream) {
-  auto shared = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+void ColdPageCache::Write(uint64_t id, PageBuffer bytes, uint64_t stream) {
+  auto shared = std::make_shared<const PageBuffer>(std::move(bytes));
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(id);
@@ -234,28 +234,28 @@ void ColdPageCache::KeepSpareLocked(PageBytes bytes) {
   if (bytes.use_count() != 1 || spare_bytes_ + bytes->size() > SpareLimit()) return;
   spare_bytes_ += bytes->size();
   // Made non-const by TakeSpare (recyclable): writing to it again is allowed.
-  spare_[bytes->size()].push_back(std::const_pointer_cast<std::vector<uint8_t>>(std::move(bytes)));
+  spare_[bytes->size()].push_back(std::const_pointer_cast<PageBuffer>(std::move(bytes)));
 }
 
-std::shared_ptr<std::vector<uint8_t>> ColdPageCache::TakeSpare(size_t n) {
+std::shared_ptr<PageBuffer> ColdPageCache::TakeSpare(size_t n) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = spare_.find(n);
     if (it != spare_.end() && !it->second.empty()) {
-      std::shared_ptr<std::vector<uint8_t>> buf = std::move(it->second.back());
+      std::shared_ptr<PageBuffer> buf = std::move(it->second.back());
       it->second.pop_back();
       spare_bytes_ -= n;
       return buf;
     }
   }
-  return std::make_shared<std::vector<uint8_t>>(n);
+  return std::make_shared<PageBuffer>(n);
 }
 
 void ColdPageCache::IoLoop() {
   struct PendingRead {
     uint64_t id;
     std::shared_ptr<ReadWait> wait;
-    std::shared_ptr<std::vector<uint8_t>> buf;
+    std::shared_ptr<PageBuffer> buf;
   };
   std::unordered_map<uint64_t, PendingRead> pending;  // tag -> read in flight
   uint64_t next_tag = 1;
@@ -324,7 +324,7 @@ void ColdPageCache::IoLoop() {
             refused_ids.push_back(op.id);
             continue;
           }
-          std::shared_ptr<std::vector<uint8_t>> buf = TakeSpare(*length);
+          std::shared_ptr<PageBuffer> buf = TakeSpare(*length);
           const uint64_t tag = next_tag++;
           reads.push_back({op.id, std::as_writable_bytes(std::span<uint8_t>(*buf)), tag});
           pending[tag] = {op.id, op.wait, std::move(buf)};

@@ -28,8 +28,9 @@ static_assert(std::tuple_size_v<decltype(Parts(std::declval<HeadTransform&>()))>
 
 }  // namespace
 
-uint32_t RecordBytes(uint32_t floats) {
-  return (kRecordHeaderBytes + 4 * kTransformParts + 4 * floats + 15) / 16 * 16;
+uint32_t RecordBytes(uint32_t floats, uint16_t version) {
+  const uint32_t align = version == kRecordVersion16 ? 16 : 64;
+  return (kRecordHeaderBytes + 4 * kTransformParts + 4 * floats + align - 1) / align * align;
 }
 
 uint32_t TransformFloats(const HeadTransform& t) {
@@ -71,13 +72,16 @@ StatusOr<PageRecord> DecodeRecord(std::span<const uint8_t> in, uint32_t* record_
   if (in.size() < kRecordHeaderBytes || Get<uint32_t>(in, 0) != kRecordMagic) {
     return DataLossError("KV page record: bad magic");
   }
-  if (Get<uint16_t>(in, 4) != kRecordVersion) {
-    return DataLossError("KV page record: version " + std::to_string(Get<uint16_t>(in, 4)) + " is not " +
-                         std::to_string(kRecordVersion));
+  const uint16_t version = Get<uint16_t>(in, 4);
+  if (version != kRecordVersion && version != kRecordVersion16) {
+    return DataLossError("KV page record: version " + std::to_string(version) + " is not " +
+                         std::to_string(kRecordVersion16) + " or " + std::to_string(kRecordVersion));
   }
   const uint32_t n = Get<uint32_t>(in, 36);
   const uint32_t bytes = Get<uint16_t>(in, 6);
-  if (n > kTransformParts * 4096 || bytes != RecordBytes(n) || bytes > in.size()) return DataLossError("KV page record: bad length");
+  if (n > kTransformParts * 4096 || bytes != RecordBytes(n, version) || bytes > in.size()) {
+    return DataLossError("KV page record: bad length");
+  }
   const uint8_t cls = Get<uint8_t>(in, 32);
   if (cls > 2) return DataLossError("KV page record: bad class");
   PageRecord r;

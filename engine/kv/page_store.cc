@@ -15,8 +15,8 @@ namespace {
 constexpr size_t kEventLog = 65536;  // events kept for replay
 
 // The bytes a cold page is written as: its record, then the page.
-std::vector<uint8_t> WithRecord(const PageInfo& info, PrecisionClass cls, uint64_t fingerprint,
-                                std::span<const uint8_t> page, uint32_t* record_bytes) {
+PageBuffer WithRecord(const PageInfo& info, PrecisionClass cls, uint64_t fingerprint,
+                      std::span<const uint8_t> page, uint32_t* record_bytes) {
   PageRecord r;
   r.layout_fingerprint = fingerprint;
   r.prefix_hash = info.prefix_hash;
@@ -29,7 +29,7 @@ std::vector<uint8_t> WithRecord(const PageInfo& info, PrecisionClass cls, uint64
   r.v = info.v;
   r.transform = info.transform;
   *record_bytes = RecordBytes(TransformFloats(r.transform));
-  std::vector<uint8_t> out(*record_bytes + page.size());
+  PageBuffer out(*record_bytes + page.size());
   EncodeRecord(r, out);
   std::memcpy(out.data() + *record_bytes, page.data(), page.size());
   return out;

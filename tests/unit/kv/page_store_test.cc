@@ -191,7 +191,7 @@ TEST_P(PageStoreTest, AFailedColdWriteIsRehomedToRamAndStaysReadable) {
 
 TEST_P(PageStoreTest, PrefetchHidesSlowReads) {
   TQ_SKIP_IF_NO_BACKEND(GetParam());
-  auto s = Open(1, 1, 20, /*cache_bytes=*/8 * kSparsePage + 1000);  // room for 8 pages
+  auto s = Open(1, 1, 20, /*cache_bytes=*/8 * (kSparsePage + RecordBytes(0)) + 1000);  // room for 8 pages
   ASSERT_NE(s, nullptr);
   std::vector<uint64_t> ids;
   for (int i = 0; i < 8; ++i) ids.push_back(*s->Store(PrecisionClass::kSparse, Bytes(20 + i, kSparsePage)));
@@ -300,8 +300,12 @@ TEST_P(PageStoreTest, PinManyReadsTheMissingColdPagesTogether) {
     EXPECT_EQ(std::vector<uint8_t>(pins[j].data, pins[j].data + kSparsePage), Bytes(150 + j - 1, kSparsePage))
         << j;
     EXPECT_NE(pins[j].hold, nullptr);
+    // As a RAM slot's: a cold page's bytes start on a cache line (64-byte aligned buffer, record a multiple of
+    // 64 bytes).
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(pins[j].data) % 64, 0u) << j;
   }
   EXPECT_EQ(std::vector<uint8_t>(pins[6].data, pins[6].data + kSparsePage), Bytes(161, kSparsePage));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(pins[6].data) % 64, 0u);  // read ahead earlier, cached
   const ColdCacheStats after = s->Stats().cold_cache;
   EXPECT_EQ(after.misses - before.misses, 4u);
   EXPECT_EQ(after.prefetch_hits - before.prefetch_hits, 1u);
@@ -337,6 +341,55 @@ TEST_P(PageStoreTest, PinManyFailsWithTheReadsStatusAndARetryWorks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, PageStoreTest, ::testing::Values("io_uring", "pread"));
+
+// The record in front of a cold page: version 4 pads it to 64 bytes, version 3 files (16) are still read, any
+// other version or a length that does not match its transform is data loss.
+TEST(PageRecordTest, Version4PadsTo64AndVersion3IsStillRead) {
+  PageRecord r;
+  r.layout_fingerprint = 0x1234;
+  r.prefix_hash = 77;
+  r.page_index = 5;
+  r.layer = 3;
+  r.kv_head = 2;
+  r.cls = PrecisionClass::kActive;
+  r.k = kernels::KvFormat::kInt8;
+  r.v = kernels::KvFormat::kTq4;
+  r.transform.v_scale = {1.0f, 2.0f, 3.0f};
+  const uint32_t floats = TransformFloats(r.transform);
+  for (uint32_t n : {0u, 3u, 64u, 384u}) {
+    EXPECT_EQ(RecordBytes(n) % 64, 0u) << n;
+    EXPECT_EQ(RecordBytes(n, kRecordVersion16) % 16, 0u) << n;
+    EXPECT_GE(RecordBytes(n), RecordBytes(n, kRecordVersion16));
+  }
+  std::vector<uint8_t> out(RecordBytes(floats) + 100, 0xEE);
+  EncodeRecord(r, out);
+  uint32_t bytes = 0;
+  StatusOr<PageRecord> back = DecodeRecord(out, &bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(bytes, RecordBytes(floats));
+  EXPECT_EQ(back->prefix_hash, 77u);
+  EXPECT_EQ(back->layer, 3);
+  EXPECT_EQ(back->v, kernels::KvFormat::kTq4);
+  EXPECT_EQ(back->transform.v_scale, r.transform.v_scale);
+
+  // The same record as version 3 wrote it: 16-byte padding, version field 3.
+  std::vector<uint8_t> v3(out.begin(), out.begin() + RecordBytes(floats, kRecordVersion16));
+  v3[4] = kRecordVersion16;
+  v3[6] = static_cast<uint8_t>(RecordBytes(floats, kRecordVersion16));
+  v3[7] = static_cast<uint8_t>(RecordBytes(floats, kRecordVersion16) >> 8);
+  back = DecodeRecord(v3, &bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(bytes, RecordBytes(floats, kRecordVersion16));
+  EXPECT_EQ(back->transform.v_scale, r.transform.v_scale);
+
+  // Version 3's length under version 4 (and the reverse) is not a valid record; nor is version 2.
+  std::vector<uint8_t> mixed = v3;
+  mixed[4] = kRecordVersion;
+  EXPECT_EQ(DecodeRecord(mixed, &bytes).status().code(), StatusCode::kDataLoss);
+  std::vector<uint8_t> old_version = out;
+  old_version[4] = 2;
+  EXPECT_EQ(DecodeRecord(old_version, &bytes).status().code(), StatusCode::kDataLoss);
+}
 
 TEST(PageStoreRamOnlyTest, WithoutAColdDirSparsePagesLiveInTheWarmTier) {
   KvStoreOptions o;
