@@ -6,9 +6,9 @@
 // k_scale, k_rope_mean, k_sink, v_sink and their floats, padded to 64 bytes (version 4; version 3, still
 // read, padded to 16): the page after it starts on a cache line of its 64-byte aligned buffer, as the RAM
 // tiers' pages do):
-//   u32 magic 'TQKR' | u16 version | u16 record_bytes | u64 layout_fingerprint | u64 prefix_hash | u32
-//   page_index | u16 layer | u16 kv_head | u8 class | u8 k_format | u8 v_format | u8 0 | u32 float_count |
-//   u64 parent_hash
+//   u32 magic 'TQKR' | u16 version | u16 record_bytes | u64 layout_fingerprint | u64 prefix_hash |
+//   u32 page_index | u16 layer | u16 kv_head | u8 class | u8 k_format | u8 v_format | u8 0 |
+//   u32 float_count | u64 parent_hash
 #pragma once
 
 #include <cstdint>

@@ -614,8 +614,9 @@ void AccumulatePage(const Plan& plan, const PlannedPage& page, unsigned groups, 
   }
 }
 
-// e^x for x <= 0 (a score minus the running maximum), within 2 ulp; exactly 0 for x < -87.3 (and -inf), where
-// e^x < 1.2e-38 (hn::Exp keeps denormals down to -104: the difference is below any weight that counts).
+// e^x for x <= 0 (a score minus the running maximum), with hn::Exp's polynomial; exactly 0 for x < -87.3 (and
+// -inf), where e^x < 1.2e-38 (hn::Exp keeps denormals down to -104: the difference is below any weight that
+// counts).
 // Half of hn::Exp's operations: x = n ln2 + r (two-part ln2), e^r by a degree-7 Horner polynomial with
 // hn::Exp's coefficients, times 2^n (AVX-512: one vscalefps; elsewhere the exponent bits built directly).
 HWY_INLINE VF ExpNonPositive(VF x) {
