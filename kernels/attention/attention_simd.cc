@@ -614,11 +614,10 @@ void AccumulatePage(const Plan& plan, const PlannedPage& page, unsigned groups, 
   }
 }
 
-// e^x for x <= 0 (a score minus the running maximum), with hn::Exp's polynomial; exactly 0 for x < -87.3 (and
-// -inf), where e^x < 1.2e-38 (hn::Exp keeps denormals down to -104: the difference is below any weight that
-// counts).
-// Half of hn::Exp's operations: x = n ln2 + r (two-part ln2), e^r by a degree-7 Horner polynomial with
-// hn::Exp's coefficients, times 2^n (AVX-512: one vscalefps; elsewhere the exponent bits built directly).
+// e^x for x <= 0 (a score minus the running maximum) in half of hn::Exp's operations: x = n ln2 + r (two-part
+// ln2), e^r by a degree-7 Horner polynomial with hn::Exp's coefficients, times 2^n (AVX-512: one vscalefps;
+// elsewhere the exponent bits built directly). Exactly 0 for x < -87.3 (and -inf), where e^x < 1.2e-38
+// (hn::Exp keeps denormals down to -104: the difference is below any weight that counts).
 HWY_INLINE VF ExpNonPositive(VF x) {
   const DF df;
   const VF low = hn::Set(df, -87.3f);
@@ -643,9 +642,10 @@ HWY_INLINE VF ExpNonPositive(VF x) {
   return hn::IfThenZeroElse(hn::Lt(x, low), y);
 }
 
-// Sets pf to ask for the bytes (norms and codes) of a page ahead of its use, spread over the steps of the work
-// before it (a page of work, 1-2 us, hides the memory latency that the hardware prefetchers leave exposed where a
-// stream crosses into the next page). Steps: the score passes of a K page (`score`), the value passes of a V page.
+// Sets pf to ask for the bytes (norms and codes) of a page ahead of its use, spread over the steps of the
+// work before it (a page of work, 1-2 us, hides the memory latency that the hardware prefetchers leave
+// exposed where a stream crosses into the next page). A step per unit of coordinates (per 4 coordinates of
+// f16/int8): of each score pass of a K page (`score`), of the value pass of a V page.
 template <int G>
 void StartPrefetch(PagePrefetch& pf, const uint8_t* bytes, const KvCodec* codec, int num_tokens, bool score,
                    int groups) {
@@ -654,11 +654,13 @@ void StartPrefetch(PagePrefetch& pf, const uint8_t* bytes, const KvCodec* codec,
   int steps = 0;
   for (const CodeSegment& seg : layout.segments) {
     const bool plain = seg.domain == CodeDomain::kPlain;
+    // ScorePlain / AccumulatePlain step per 4 coordinates, ScoreCodes / AccumulateCodes per unit.
+    const int units = plain ? seg.dims / 4 : seg.dims / UnitDimsOf(seg.bits);
     if (score) {
       const int per_pass = plain ? ScoreGroupsPerPass<G, false>() : ScoreGroupsPerPass<G, true>();
-      steps += (groups + per_pass - 1) / per_pass * (plain ? seg.dims / 4 : seg.dims / UnitDimsOf(seg.bits));
+      steps += (groups + per_pass - 1) / per_pass * units;
     } else {
-      steps += plain ? seg.dims / 4 : seg.dims / UnitDimsOf(seg.bits);  // AccumulatePlain's, AccumulateCodes' passes
+      steps += units;
     }
   }
   pf.Start(bytes + layout.norms_offset, used - layout.norms_offset, steps);
@@ -756,7 +758,6 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
       }
     }
     scored += static_cast<int64_t>(G) * (n - before);
-    // Padding lanes and tokens before the window have zero numerators: not counted as skipped.
     if (threshold > 0.0f) {
       skipped += static_cast<int64_t>(G) * (n - before) - static_cast<int64_t>(kept_lanes);
     }
