@@ -23,6 +23,7 @@ struct EngineConfig {
   int max_batch_tokens = 512;  // token budget of one engine step (decodes + prefill chunks)
   int max_running = 32;        // sequences decoding at once
   int max_waiting = 1024;      // queued requests beyond which new ones get 429
+  std::string device = "cpu";  // cpu | cuda (weights and KV in GPU memory; see docs/gpu.md)
 };
 
 struct ServerConfig {
@@ -68,6 +69,8 @@ struct KvConfig {
   bool direct_io = true;
   int64_t prefix_cache_bytes = int64_t{1} << 30;  // 0 = no prefix cache
   double prefix_pin_s = 0;
+  double gpu_warm_fraction =
+      0;                    // device cuda: fraction of (layer, KV head) pairs whose pages stay in pinned RAM
   bool adapt = false;       // online adaptation of precision classes
   int adapt_window = 100;   // steps
   int adapt_every = 100;    // steps between decisions

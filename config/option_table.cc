@@ -46,6 +46,11 @@ std::vector<Option> BuildOptionTable(Config* c) {
       IntField(&c->engine.max_running, 32, 1, 4096));
   Add(&t, "engine.max_waiting", "max-waiting", "Most requests queued for admission; beyond it requests get 429",
       IntField(&c->engine.max_waiting, 1024, 1, 1 << 20));
+  Add(&t, "engine.device", "device",
+      "Where the forward pass runs: cpu, or cuda (weights and KV in GPU memory; one K and one V format for "
+      "every "
+      "head, kv.hot_bytes sizes the device pool; needs a build with CUDA and a GPU)",
+      EnumField(&c->engine.device, "cpu", {"cpu", "cuda"}));
 
   // Front ends.
   Add(&t, "server.host", "host", "Address the HTTP and gRPC front ends listen on",
@@ -117,6 +122,11 @@ std::vector<Option> BuildOptionTable(Config* c) {
       BytesField(&c->kv.hot_bytes, int64_t{2} << 30, 0, int64_t{1} << 50));
   Add(&t, "kv.warm_bytes", "kv-warm-bytes", "Budget of the warm tier (host RAM) for ACTIVE heads' pages; 0 = none",
       BytesField(&c->kv.warm_bytes, int64_t{2} << 30, 0, int64_t{1} << 50));
+  Add(&t, "kv.gpu_warm_fraction", "kv-gpu-warm-fraction",
+      "With --device cuda: fraction of the (layer, KV head) pairs whose pages live in pinned host memory and "
+      "are "
+      "copied to the GPU a layer ahead of attention; the rest live in the device pool",
+      DoubleField(&c->kv.gpu_warm_fraction, 0.0, 0.0, 1.0));
   Add(&t, "kv.warm_lock", "kv-warm-lock", "mlock the warm tier (needs RLIMIT_MEMLOCK; runs unlocked if refused)",
       BoolField(&c->kv.warm_lock, false));
   Add(&t, "kv.cold_dir", "kv-cold-dir",

@@ -38,6 +38,15 @@ if [ -x .gpu/bin/gpu_model_test ]; then
   export TQ_MODEL=/tmp/smollm2-synthetic.gguf
   run gpu_model_test .gpu/bin/gpu_model_test
 fi
+if [ -x .gpu/bin/gpu_engine_test ]; then
+  # The engine on the GPU path: tokens against the CPU engine, batching, a small pool, warm heads, aborts.
+  TQ_MODEL=/tmp/smollm2-synthetic.gguf run gpu_engine_test .gpu/bin/gpu_engine_test
+fi
+if [ -x .gpu/bin/tqserve ]; then
+  # The CLI a user runs: one generation on the GPU path.
+  run generate_cuda .gpu/bin/tqserve generate --device cuda --kv-k tq4 --kv-v tq4 -m /tmp/smollm2-synthetic.gguf \
+    -p "<t1><t2><t3>" -n 16 --ctx-size 2048
+fi
 run attention_bench .gpu/bin/tq_gpu_attention_bench --reps "$reps" --json "$out/attention.json"
 if [ -x .gpu/bin/tq_gpu_decode_bench ]; then
   run decode_bench .gpu/bin/tq_gpu_decode_bench --model /tmp/smollm2-synthetic.gguf --ctx 8192,32768 \

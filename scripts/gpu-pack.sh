@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 targets=(kernels_cuda_test tq_gpu_attention_bench)
-[ -f engine/gpu/gpu_model.h ] && targets+=(gpu_model_test tq_gpu_decode_bench)
+[ -f engine/gpu/gpu_model.h ] && targets+=(gpu_model_test gpu_engine_test tq_gpu_decode_bench tqserve)
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib
 for t in "${targets[@]}"; do

@@ -91,6 +91,7 @@ StatusOr<std::unique_ptr<GpuModel>> GpuModel::Create(const engine::Model& cpu, c
                               "' is not supported on the GPU yet (llama, mistral and qwen2 are)");
   }
   if (options.max_tokens <= 0) return InvalidArgumentError("GpuModel: max_tokens must be positive");
+  if (options.pool_tokens < 0) return InvalidArgumentError("GpuModel: pool_tokens must be >= 0");
   if (!(options.warm_heads_fraction >= 0.0 && options.warm_heads_fraction <= 1.0)) {
     return InvalidArgumentError("GpuModel: warm_heads_fraction must be in [0, 1]");
   }
@@ -99,6 +100,8 @@ StatusOr<std::unique_ptr<GpuModel>> GpuModel::Create(const engine::Model& cpu, c
   m->qkv_dim_ = m->q_dim_ + 2 * m->kv_dim_;
   m->neox_ = hp.arch->rope == engine::RopeStyle::kHalves;
   m->pages_per_head_ = (options.max_tokens + kPage - 1) / kPage;
+  const int64_t pool_tokens = options.pool_tokens > 0 ? options.pool_tokens : options.max_tokens;
+  m->pool_pages_ = (pool_tokens + kPage - 1) / kPage;
   TQ_ASSIGN_OR_RETURN(m->stream_, Stream::Create());
   TQ_RETURN_IF_ERROR(m->UploadWeights(cpu));
   TQ_RETURN_IF_ERROR(m->SetUpKv());
@@ -185,13 +188,15 @@ Status GpuModel::SetUpKv() {
     warm_per_layer = std::max(warm_per_layer, in_layer);
   }
   const int hot_pairs = pairs - warm_pairs;
+  hot_pairs_ = hot_pairs;
+  warm_pairs_ = warm_pairs;
   if (hot_pairs > 0) {
-    const int64_t slots = int64_t{hot_pairs} * pages_per_head_;
+    const int64_t slots = int64_t{hot_pairs} * pool_pages_;
     pool_ = SlabPool(PoolMemory::kDevice, pair_stride_ * static_cast<size_t>(slots));
     TQ_RETURN_IF_ERROR(pool_.AddSlab(pair_bytes_, slots));
   }
   if (warm_pairs > 0) {
-    const int64_t slots = int64_t{warm_pairs} * pages_per_head_;
+    const int64_t slots = int64_t{warm_pairs} * pool_pages_;
     const size_t staging = pair_stride_ * static_cast<size_t>(warm_per_layer) * pages_per_head_;
     TQ_ASSIGN_OR_RETURN(WarmTier tier, WarmTier::Create(pair_stride_ * static_cast<size_t>(slots), staging));
     warm_ = std::make_unique<WarmTier>(std::move(tier));
@@ -208,6 +213,19 @@ double GpuModel::kv_bytes_per_token() const {
 double GpuModel::hot_kv_bytes_per_token() const {
   const int64_t hot = std::count(warm_heads_.begin(), warm_heads_.end(), false);
   return static_cast<double>(hot) * static_cast<double>(k_page_bytes_ + v_page_bytes_) / kPage;
+}
+
+int64_t GpuModel::free_pages() const {
+  int64_t free = pool_pages_;
+  if (hot_pairs_ > 0) free = std::min(free, pool_pages_ - pool_.used_slots() / hot_pairs_);
+  if (warm_pairs_ > 0) free = std::min(free, pool_pages_ - warm_->host().used_slots() / warm_pairs_);
+  return free;
+}
+
+uint64_t GpuSequence::bytes() const {
+  uint64_t slots = 0;
+  for (const auto& list : pages_) slots += list.size();
+  return slots * model_->pair_bytes_ + tail_k_.bytes() + tail_v_.bytes();
 }
 
 StatusOr<std::unique_ptr<GpuSequence>> GpuModel::NewSequence() {

@@ -33,8 +33,10 @@ namespace tq::gpu {
 struct GpuModelOptions {
   std::string k_format = "f16";  // kernels/formats names
   std::string v_format = "f16";
-  // KV tokens of one sequence at most; the pools hold this many per (layer, KV head), rounded up to pages.
+  // KV tokens of one sequence at most (the staging sets of the warm tier hold this many per layer).
   int max_tokens = 33 * 1024;
+  // Tokens per (layer, KV head) the pools hold across all sequences, rounded up to pages; 0 = max_tokens.
+  int pool_tokens = 0;
   // Fraction of the (layer, KV head) pairs whose full pages live in the warm tier (spread evenly), in [0, 1].
   double warm_heads_fraction = 0.0;
   // Record events around each layer's attention call (last_attention_ms()).
@@ -53,6 +55,8 @@ class GpuSequence {
 
   int n_tokens() const { return n_tokens_; }  // positions [0, n_tokens) hold KV
   int full_pages() const { return n_tokens_ / kernels::kPageTokens; }
+  // Bytes it holds: page-pair slots (hot and warm) and the f32 tails.
+  uint64_t bytes() const;
 
  private:
   friend class GpuModel;
@@ -97,6 +101,10 @@ class GpuModel {
   // Of that, the part in device memory (hot heads only).
   double hot_kv_bytes_per_token() const;
   const SlabPool& pool() const { return pool_; }
+  // Full pages per (layer, KV head) the pools can still take: every pair gets one page when a sequence's tail
+  // fills, so this many more pages fit for each of them.
+  int64_t free_pages() const;
+  int64_t pool_pages() const { return pool_pages_; }  // pages per (layer, KV head) the pools hold
   const WarmTier* warm() const { return warm_.get(); }
   bool is_warm(int layer, int kv_head) const { return warm_heads_[layer * hp_.n_kv_heads + kv_head]; }
   // Milliseconds of the attention calls of the last Forward (sum over layers and chunks); 0 unless
@@ -137,7 +145,10 @@ class GpuModel {
 
   engine::HParams hp_;
   GpuModelOptions options_;
-  int q_dim_ = 0, kv_dim_ = 0, qkv_dim_ = 0, group_ = 0, pages_per_head_ = 0;
+  int q_dim_ = 0, kv_dim_ = 0, qkv_dim_ = 0, group_ = 0;
+  int pages_per_head_ = 0;  // of one sequence (max_tokens): the staging sets' size
+  int64_t pool_pages_ = 0;  // per (layer, KV head) in the pools (pool_tokens)
+  int hot_pairs_ = 0, warm_pairs_ = 0;
   bool neox_ = false;
 
   // Weights.

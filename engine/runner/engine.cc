@@ -3,9 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <unordered_map>
 #include <chrono>
 #include <cstdint>
+#include <limits>
+#include <unordered_map>
 
 #include "engine/runner/text_stream.h"
 
@@ -19,9 +20,32 @@ double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 // A sequence whose KV read back wrong is recomputed from its tokens at most this many times.
 constexpr int kMaxRecomputes = 3;
 
-std::array<uint64_t, 3> operator+(std::array<uint64_t, 3> a, const std::array<uint64_t, 3>& b) {
-  for (int i = 0; i < 3; ++i) a[i] += b[i];
-  return a;
+// The GPU path for `layout` (one K and one V format everywhere): the device pool holds what
+// kv_store.hot_bytes buys at the layout's bytes per token, at least one whole context.
+StatusOr<std::unique_ptr<gpu::Backend>> CreateGpuBackend(const Model& model, const KvLayout& layout,
+                                                         const EngineOptions& options, int ctx_size) {
+  TQ_ASSIGN_OR_RETURN(auto formats, gpu::UniformFormats(layout));
+  if (!(options.gpu_warm_fraction >= 0 && options.gpu_warm_fraction <= 1)) {
+    return InvalidArgumentError("gpu_warm_fraction must be in [0, 1]");
+  }
+  const HParams& hp = model.hparams();
+  if (hp.sliding_window > 0 && ctx_size > hp.sliding_window) {
+    return UnimplementedError("the GPU path has no sliding-window attention; this model's window is " +
+                              std::to_string(hp.sliding_window) + " tokens and the context " +
+                              std::to_string(ctx_size) + " (set ctx_size <= the window or use the CPU)");
+  }
+  const std::array<double, 3> per_class = layout.class_bytes_per_token();
+  const double per_token = per_class[0] + per_class[1] + per_class[2];
+  const double budget = static_cast<double>(options.kv_store.hot_bytes);
+  const int64_t pool_tokens =
+      std::max<int64_t>(ctx_size, per_token > 0 ? static_cast<int64_t>(budget / per_token) : 0);
+  gpu::BackendOptions o;
+  o.k_format = formats.first;
+  o.v_format = formats.second;
+  o.max_tokens = ctx_size;
+  o.pool_tokens = static_cast<int>(std::min<int64_t>(pool_tokens, std::numeric_limits<int>::max()));
+  o.warm_heads_fraction = options.gpu_warm_fraction;
+  return gpu::Backend::Create(model, o);
 }
 
 }  // namespace
@@ -56,9 +80,12 @@ struct Engine::Sequence {
   }
   bool decoding() const { return n_computed >= prefill_end(); }
 
+  uint64_t kv_bytes() const { return kv.bytes() + (gpu ? gpu->bytes() : 0); }
+
   GenerateRequest req;
   EventSink sink;
-  SequenceKv kv;
+  SequenceKv kv;                        // CPU pages (empty on the GPU path)
+  std::unique_ptr<gpu::BackendKv> gpu;  // GPU path: made at the sequence's first forward pass
   Sampler sampler;
   TextStream text;
   std::vector<int32_t> tokens;  // prompt, then generated tokens
@@ -85,6 +112,12 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   }
   TQ_ASSIGN_OR_RETURN(e->kv_layout_, KvLayout::Create(e->model_->hparams(), options.kv));
   spdlog::info("KV cache: {} ({:.2f} bits per value)", e->kv_layout_->Describe(), e->kv_layout_->bits_per_value());
+  if (options.device == "cuda") {
+    TQ_ASSIGN_OR_RETURN(e->gpu_, CreateGpuBackend(*e->model_, *e->kv_layout_, options, e->ctx_size_));
+    spdlog::info("GPU: {}", e->gpu_->Describe());
+  } else if (options.device != "cpu") {
+    return InvalidArgumentError("device '" + options.device + "' is not one of cpu, cuda");
+  }
   // The fingerprint names the model (its shape and weights' size) and the KV layout: cached pages are valid only
   // under the same one.
   const HParams& hp = e->model_->hparams();
@@ -93,12 +126,15 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
                                                     static_cast<int32_t>(e->model_->weight_bytes() >> 10)});
   KvStoreOptions store_options = options.kv_store;
   store_options.head_dim = static_cast<uint32_t>(std::max(hp.head_dim, 1));
-  const bool caching = options.prefix_cache_bytes > 0 && e->kv_layout_->all_paged();
+  const bool caching = options.prefix_cache_bytes > 0 && e->kv_layout_->all_paged() && !e->gpu_;
+  if (e->gpu_ && options.prefix_cache_bytes > 0) spdlog::info("prefix cache: off on the GPU path");
   store_options.fingerprint = caching ? e->fingerprint_ : 0;
   TQ_ASSIGN_OR_RETURN(e->store_, KvPageStore::Open(store_options, e->kv_layout_->class_page_bytes()));
   spdlog::info("KV tiers: {}", e->store_->Describe());
   if (options.kv_adapt) {
-    if (e->kv_layout_->adaptable()) {
+    if (e->gpu_) {
+      spdlog::warn("KV online adaptation is off: the GPU path keeps one format for every head");
+    } else if (e->kv_layout_->adaptable()) {
       e->activity_ = std::make_unique<HeadActivity>(hp.n_layers, hp.n_kv_heads);
       e->adapter_ = std::make_unique<OnlineAdapter>(hp.n_layers, hp.n_kv_heads, e->kv_layout_->classes(), options.adapt);
       spdlog::info("KV online adaptation: window {} steps, a decision every {} steps", options.adapt.window,
@@ -277,21 +313,76 @@ void Engine::Finish(Sequence& seq, FinishReason reason, Status error) {
   seq.sink(std::move(ev));
 }
 
+Engine::KvNeed& Engine::KvNeed::operator+=(const KvNeed& o) {
+  for (int i = 0; i < 3; ++i) pages[i] += o.pages[i];
+  gpu_pages += o.gpu_pages;
+  return *this;
+}
+
+Engine::KvNeed Engine::Need(int have, int n, int max_pass) const {
+  KvNeed need;
+  if (gpu_) {
+    constexpr int kPage = kernels::kPageTokens;
+    need.gpu_pages = static_cast<uint64_t>((have + n) / kPage - have / kPage);
+  } else {
+    need.pages = PagesForTokens(*kv_layout_, have, n, max_pass);
+  }
+  return need;
+}
+
+bool Engine::Fits(const KvNeed& need) const {
+  if (gpu_) return need.gpu_pages <= static_cast<uint64_t>(std::max<int64_t>(gpu_->free_pages(), 0));
+  return store_->Fits(need.pages);
+}
+
+void Engine::ResetKv(Sequence& seq) {
+  seq.kv.Reset();
+  seq.gpu.reset();
+}
+
+Status Engine::Forward(const std::vector<BatchToken>& batch, const std::vector<Sequence*>& owners,
+                       std::vector<float>* logits) {
+  if (!gpu_) return model_->Forward(batch, *pool_, logits);
+  // The GPU runs one sequence's run of consecutive tokens at a time (a step lists each sequence's tokens
+  // together, and only its last one may want logits).
+  logits->clear();
+  std::vector<int32_t> tokens;
+  std::vector<float> row;
+  for (size_t i = 0; i < batch.size();) {
+    Sequence& seq = *owners[i];
+    tokens.clear();
+    size_t j = i;
+    for (; j < batch.size() && owners[j] == &seq; ++j) {
+      if (batch[j].want_logits && j + 1 < batch.size() && owners[j + 1] == &seq) {
+        return InternalError("the GPU path takes logits only at the last token of a sequence's run");
+      }
+      tokens.push_back(batch[j].token);
+    }
+    if (!seq.gpu) {
+      TQ_ASSIGN_OR_RETURN(seq.gpu, gpu_->NewKv());
+    }
+    const bool want = batch[j - 1].want_logits;
+    TQ_RETURN_IF_ERROR(gpu_->Forward(*seq.gpu, tokens, batch[i].pos, want, &row));
+    if (want) logits->insert(logits->end(), row.begin(), row.end());
+    i = j;
+  }
+  return Status::Ok();
+}
+
 void Engine::Admit() {
   std::vector<std::unique_ptr<Sequence>> rejected;
   {
     std::lock_guard<std::mutex> lock(mu_);
     // Admission by KV budget: the pages the running sequences still need for their prefill, plus the newcomer's
     // whole prefill, must fit the tiers now. Decode growth past that is met by preemption (Step).
-    std::array<uint64_t, 3> reserved{};
+    KvNeed reserved;
     const int pass = options_.max_batch_tokens;  // prefill chunks are at most this long
-    for (const auto& r : running_) {
-      reserved = reserved + PagesForTokens(*kv_layout_, r->n_computed, r->prefill_end() - r->n_computed, pass);
-    }
+    for (const auto& r : running_) reserved += Need(r->n_computed, r->prefill_end() - r->n_computed, pass);
     while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_running) {
       Sequence& w = *waiting_.front();
-      const std::array<uint64_t, 3> need = reserved + PagesForTokens(*kv_layout_, 0, w.prefill_end(), pass);
-      if (!store_->Fits(need)) {
+      KvNeed need = reserved;
+      need += Need(0, w.prefill_end(), pass);
+      if (!Fits(need)) {
         if (cache_ && cache_->EvictOne(Clock::now())) continue;  // cached prefixes go before requests wait
         if (!running_.empty()) break;  // wait for running sequences to finish
         rejected.push_back(std::move(waiting_.front()));  // alone and still too big: it can never run
@@ -311,10 +402,12 @@ void Engine::Admit() {
     stats_.waiting = static_cast<int>(waiting_.size());
   }
   for (auto& seq : rejected) {
-    const auto need = PagesForTokens(*kv_layout_, 0, seq->prefill_end(), options_.max_batch_tokens);
-    Finish(*seq, FinishReason::kError,
-           ResourceExhaustedError("the prompt's KV (" + std::to_string(need[0] + need[1] + need[2]) +
-                                  " pages) does not fit the KV tier budgets (" + store_->Describe() + ")"));
+    const KvNeed need = Need(0, seq->prefill_end(), options_.max_batch_tokens);
+    const std::string what = gpu_ ? std::to_string(need.gpu_pages) +
+                                        " pages per KV head) does not fit the GPU pools (" + gpu_->Describe()
+                                  : std::to_string(need.pages[0] + need.pages[1] + need.pages[2]) +
+                                        " pages) does not fit the KV tier budgets (" + store_->Describe();
+    Finish(*seq, FinishReason::kError, ResourceExhaustedError("the prompt's KV (" + what + ")"));
   }
 }
 
@@ -375,7 +468,7 @@ bool Engine::PreemptNewest() {
   running_.erase(newest);
   spdlog::info("KV tiers full: request {} goes back to the queue ({} tokens to recompute)", seq->req.id,
                seq->n_computed);
-  seq->kv.Reset();
+  ResetKv(*seq);
   seq->n_computed = 0;
   seq->offered = 0;
   std::lock_guard<std::mutex> lock(mu_);
@@ -418,17 +511,20 @@ bool Engine::Step() {
   // tiers cannot take the pages the batch fills, the newest sequence goes back to the queue and the batch is
   // planned again.
   std::vector<BatchToken> batch;
+  std::vector<Sequence*> owners;       // sequence of each batch token
   std::vector<Sequence*> logit_owner;  // sequence of each logits row
   for (;;) {
     batch.clear();
+    owners.clear();
     logit_owner.clear();
-    std::array<uint64_t, 3> pages{};
+    KvNeed pages;
     int budget = options_.max_batch_tokens;
     for (auto& seq : running_) {
       if (!seq->decoding() || budget <= 0) continue;
       batch.push_back({seq->tokens[seq->n_computed], seq->n_computed, &seq->kv, true});
+      owners.push_back(seq.get());
       logit_owner.push_back(seq.get());
-      pages = pages + PagesForTokens(*kv_layout_, seq->n_computed, 1, 1);
+      pages += Need(seq->n_computed, 1, 1);
       --budget;
     }
     for (auto& seq : running_) {
@@ -441,12 +537,13 @@ bool Engine::Step() {
         const int pos = seq->n_computed + i;
         const bool last = sample && pos == end - 1;
         batch.push_back({seq->tokens[pos], pos, &seq->kv, last});
+        owners.push_back(seq.get());
         if (last) logit_owner.push_back(seq.get());
       }
-      pages = pages + PagesForTokens(*kv_layout_, seq->n_computed, chunk, chunk);
+      pages += Need(seq->n_computed, chunk, chunk);
       budget -= chunk;
     }
-    if (store_->Fits(pages)) break;
+    if (Fits(pages)) break;
     if (cache_ && cache_->EvictOne(Clock::now())) continue;  // cached prefixes go before running sequences
     if (!PreemptNewest()) break;
   }
@@ -457,7 +554,7 @@ bool Engine::Step() {
   for (auto& seq : running_) HashPages(*seq, seq->n_computed + batch_tokens[&seq->kv]);
 
   std::vector<float> logits;
-  Status s = model_->Forward(batch, *pool_, &logits);
+  Status s = Forward(batch, owners, &logits);
   std::vector<Sequence*> faulted;
   if (!s.ok()) {
     for (auto& seq : running_) {
@@ -490,7 +587,7 @@ bool Engine::Step() {
       if (cache_) {
         for (uint64_t h : seq->hashes) cache_->Erase(h);
       }
-      seq->kv.Reset();
+      ResetKv(*seq);
       seq->n_computed = 0;
       seq->offered = 0;
     }
@@ -566,7 +663,7 @@ void Engine::Loop() {
     Adapt();
     // Gauges after every step, whichever way it ended (a step that only cancelled still frees KV).
     uint64_t kv = 0;
-    for (const auto& seq : running_) kv += seq->kv.bytes();
+    for (const auto& seq : running_) kv += seq->kv_bytes();
     // Pages only the prefix cache still holds go to the cold tier (durable, out of RAM), a bounded number per step.
     if (cache_ && running_.size() < last_running) cache_->Demote(1024);
     last_running = running_.size();
@@ -578,6 +675,10 @@ void Engine::Loop() {
     stats_.running = static_cast<int>(running_.size());
     stats_.waiting = static_cast<int>(waiting_.size());
     stats_.kv_bytes = kv;
+    if (gpu_) {
+      stats_.gpu_kv_capacity_bytes = gpu_->capacity_bytes();
+      stats_.gpu_kv_used_bytes = gpu_->used_bytes();
+    }
     if (stop_ && waiting_.empty() && running_.empty()) return;
   }
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/gpu/backend.h"
 #include "engine/llm/model.h"
 #include "engine/runner/request.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -34,6 +35,11 @@ struct EngineOptions {
   double prefix_pin_seconds = 0;                    // a cached prefix used within this long is not evicted
   bool kv_adapt = false;                            // online adaptation of classes (engine/kv/adaptation.h)
   AdaptationOptions adapt;
+  // Where the forward pass runs: "cpu", or "cuda" (engine/gpu/backend.h: weights and KV in GPU memory,
+  // kv_store.hot_bytes the device pool's budget, gpu_warm_fraction of the heads' pages in pinned host memory;
+  // one K and one V format everywhere; no prefix cache or online adaptation there yet).
+  std::string device = "cpu";
+  double gpu_warm_fraction = 0;
 };
 
 struct EngineStats {
@@ -51,6 +57,8 @@ struct EngineStats {
   uint64_t class_changes_total = 0;  // heads moved between ACTIVE and SPARSE by online adaptation
   std::array<int, 3> kv_class_heads{};  // (layer, KV head) pairs per precision class
   double kv_bits_per_value = 0;         // of the configured layout
+  uint64_t gpu_kv_capacity_bytes = 0;   // the GPU path's page pools (device and pinned); 0 on the CPU
+  uint64_t gpu_kv_used_bytes = 0;
 };
 
 class Engine {
@@ -80,9 +88,17 @@ class Engine {
   // The current layout (online adaptation replaces it between steps).
   std::shared_ptr<const KvLayout> kv_layout() const;
   const KvPageStore& kv_store() const { return *store_; }
+  bool on_gpu() const { return gpu_ != nullptr; }
 
  private:
   struct Sequence;
+  // KV a step or an admission needs: pages per class of the CPU store, or full pages per (layer, KV head) of
+  // the GPU pools.
+  struct KvNeed {
+    std::array<uint64_t, 3> pages{};
+    uint64_t gpu_pages = 0;
+    KvNeed& operator+=(const KvNeed& o);
+  };
 
   Engine() = default;
   void Loop();
@@ -100,6 +116,14 @@ class Engine {
   // Online adaptation after a step: feeds the window, applies the moves it decides.
   void Adapt();
   void Finish(Sequence& seq, FinishReason reason, Status error = Status::Ok());
+  // What `n` more tokens after `have` add to one sequence, in passes of at most max_pass tokens.
+  KvNeed Need(int have, int n, int max_pass) const;
+  bool Fits(const KvNeed& need) const;
+  // Drops a sequence's KV (CPU pages or GPU sequence); it recomputes from position 0.
+  void ResetKv(Sequence& seq);
+  // One forward pass over the batch (`owners`: the sequence of each token), on the CPU model or the GPU.
+  Status Forward(const std::vector<BatchToken>& batch, const std::vector<Sequence*>& owners,
+                 std::vector<float>* logits);
 
   EngineOptions options_;
   std::unique_ptr<Model> model_;
@@ -111,6 +135,7 @@ class Engine {
   uint64_t fingerprint_ = 0;            // model + KV layout: seeds the prefix hash chains
   std::unique_ptr<HeadActivity> activity_;  // null without online adaptation
   std::unique_ptr<OnlineAdapter> adapter_;
+  std::unique_ptr<gpu::Backend> gpu_;  // null on the CPU; declared before the sequences, which hold its KV
   int ctx_size_ = 0;
 
   mutable std::mutex mu_;  // guards waiting_, aborts_, ids_, stop_, admitting_, stats_

@@ -17,6 +17,8 @@ struct GenerateArgs {
   bool chat = false;
   int n = 128;
   int ctx = 4096;
+  std::string device = "cpu";
+  double gpu_warm_fraction = 0;
   float temperature = 0.0f;
   float top_p = 1.0f;
   int top_k = 0;
@@ -38,6 +40,8 @@ int Run(const GenerateArgs& a) {
   eo.ctx_size = a.ctx;
   eo.kv = a.model.kv;
   eo.kv_store = a.model.store;
+  eo.device = a.device;
+  eo.gpu_warm_fraction = a.gpu_warm_fraction;
   auto eng = engine::Engine::Create(eo);
   if (!eng.ok()) {
     std::fprintf(stderr, "tqserve generate: %s\n", eng.status().ToString().c_str());
@@ -105,6 +109,11 @@ Command AddGenerateCommand(CLI::App& parent) {
   app->add_flag("--chat", args.chat, "Wrap the prompt as a user message in the model's chat template");
   app->add_option("-n,--max-tokens", args.n, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
   app->add_option("--ctx-size", args.ctx, "Context length")->check(CLI::Range(8, 1 << 22));
+  app->add_option("--device", args.device, "Where the forward pass runs: cpu or cuda (docs/gpu.md)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app->add_option("--kv-gpu-warm-fraction", args.gpu_warm_fraction,
+                  "With --device cuda: fraction of KV heads kept in pinned host memory")
+      ->check(CLI::Range(0.0, 1.0));
   app->add_option("--temp", args.temperature, "Temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
   app->add_option("--top-p", args.top_p, "Top-p")->check(CLI::Range(0.0, 1.0));
   app->add_option("--top-k", args.top_k, "Top-k (0 = off)")->check(CLI::Range(0, 1 << 20));

@@ -75,6 +75,19 @@ TEST_F(LoaderTest, EnvironmentSetsOptions) {
   EXPECT_EQ(loader.config().model.dir, "/models");
 }
 
+TEST_F(LoaderTest, DeviceAndGpuWarmFraction) {
+  Loader loader;
+  {
+    Status s = loader.Load({.env = {{"TQ_KV_GPU_WARM_FRACTION", "0.25"}}, .flags = {{"device", "cuda"}}});
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  EXPECT_EQ(loader.config().engine.device, "cuda");
+  EXPECT_DOUBLE_EQ(loader.config().kv.gpu_warm_fraction, 0.25);
+  Loader defaults;
+  ASSERT_TRUE(defaults.Load({}).ok());
+  EXPECT_EQ(defaults.config().engine.device, "cpu");
+}
+
 TEST_F(LoaderTest, PrecedenceIsDefaultFileEnvFlag) {
   const std::string path = WriteFile("p.yaml", "server:\n  http_port: 1001\n  grpc_port: 1002\n  host: filehost\n");
   Loader loader;
@@ -130,6 +143,8 @@ TEST_F(LoaderTest, BadValuesNameTheOptionAndWhatIsAllowed) {
       {"trailing garbage", {.flags = {{"http-port", "80x"}}}, "'80x'"},
       {"unknown flag", {.flags = {{"no-such-flag", "1"}}}, "--no-such-flag"},
       {"nan float", {.flags = {{"drain-timeout", "nan"}}}, "a number in [0, 3600]"},
+      {"unknown device", {.flags = {{"device", "tpu"}}}, "one of: cpu, cuda"},
+      {"warm fraction above 1", {.env = {{"TQ_KV_GPU_WARM_FRACTION", "1.5"}}}, "kv.gpu_warm_fraction"},
   };
   for (const BadCase& c : cases) {
     Loader loader;

@@ -1,0 +1,76 @@
+// Backend on GpuModel (TQ_ENABLE_CUDA builds).
+#include <spdlog/fmt/fmt.h>
+
+#include "engine/gpu/backend.h"
+#include "engine/gpu/gpu_model.h"
+
+namespace tq::gpu {
+namespace {
+
+class CudaKv final : public BackendKv {
+ public:
+  explicit CudaKv(std::unique_ptr<GpuSequence> seq) : seq_(std::move(seq)) {}
+  int n_tokens() const override { return seq_->n_tokens(); }
+  uint64_t bytes() const override { return seq_->bytes(); }
+  GpuSequence& seq() { return *seq_; }
+
+ private:
+  std::unique_ptr<GpuSequence> seq_;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(std::unique_ptr<GpuModel> model, DeviceInfo device)
+      : model_(std::move(model)), device_(device) {}
+
+  StatusOr<std::unique_ptr<BackendKv>> NewKv() override {
+    TQ_ASSIGN_OR_RETURN(std::unique_ptr<GpuSequence> seq, model_->NewSequence());
+    return std::unique_ptr<BackendKv>(new CudaKv(std::move(seq)));
+  }
+
+  Status Forward(BackendKv& kv, std::span<const int32_t> tokens, int first_pos, bool want_logits,
+                 std::vector<float>* logits) override {
+    return model_->Forward(static_cast<CudaKv&>(kv).seq(), tokens, first_pos, want_logits, logits);
+  }
+
+  int64_t free_pages() const override { return model_->free_pages(); }
+
+  uint64_t capacity_bytes() const override {
+    return model_->pool().capacity_bytes() + (model_->warm() ? model_->warm()->host().capacity_bytes() : 0);
+  }
+
+  uint64_t used_bytes() const override {
+    return model_->pool().used_bytes() + (model_->warm() ? model_->warm()->host().used_bytes() : 0);
+  }
+
+  std::string Describe() const override {
+    const GpuModelOptions& o = model_->options();
+    return fmt::format(
+        "{} (sm_{}{}, {} MiB): k={} v={}, {} tokens per KV head in the pools ({} MiB), {:.0f}% of "
+        "heads warm in pinned host memory, {} MiB of fp16 weights",
+        device_.name, device_.sm_major, device_.sm_minor, device_.total_bytes >> 20, o.k_format, o.v_format,
+        model_->pool_pages() * kernels::kPageTokens, capacity_bytes() >> 20, 100.0 * o.warm_heads_fraction,
+        model_->weight_bytes() >> 20);
+  }
+
+ private:
+  std::unique_ptr<GpuModel> model_;
+  DeviceInfo device_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Backend>> Backend::Create(const engine::Model& model,
+                                                   const BackendOptions& options) {
+  TQ_ASSIGN_OR_RETURN(DeviceInfo device, ProbeDevice());
+  GpuModelOptions o;
+  o.k_format = options.k_format;
+  o.v_format = options.v_format;
+  o.max_tokens = options.max_tokens;
+  o.pool_tokens = options.pool_tokens;
+  o.warm_heads_fraction = options.warm_heads_fraction;
+  TQ_ASSIGN_OR_RETURN(std::unique_ptr<GpuModel> m, GpuModel::Create(model, o));
+  return std::unique_ptr<Backend>(new CudaBackend(std::move(m), device));
+}
+
+}  // namespace tq::gpu
