@@ -69,8 +69,10 @@ struct KvConfig {
   bool direct_io = true;
   int64_t prefix_cache_bytes = int64_t{1} << 30;  // 0 = no prefix cache
   double prefix_pin_s = 0;
-  double gpu_warm_fraction =
-      0;                    // device cuda: fraction of (layer, KV head) pairs whose pages stay in pinned RAM
+  // device cuda: fractions of the (layer, KV head) pairs whose pages live in pinned RAM (warm) and in
+  // cold_dir (cold, read per layer); the rest live in GPU memory
+  double gpu_warm_fraction = 0;
+  double gpu_cold_fraction = 0;
   bool adapt = false;       // online adaptation of precision classes
   int adapt_window = 100;   // steps
   int adapt_every = 100;    // steps between decisions

@@ -127,6 +127,11 @@ std::vector<Option> BuildOptionTable(Config* c) {
       "are "
       "copied to the GPU a layer ahead of attention; the rest live in the device pool",
       DoubleField(&c->kv.gpu_warm_fraction, 0.0, 0.0, 1.0));
+  Add(&t, "kv.gpu_cold_fraction", "kv-gpu-cold-fraction",
+      "With --device cuda: fraction of the (layer, KV head) pairs whose pages live on disk in kv.cold_dir, "
+      "read "
+      "into pinned memory a layer ahead of attention (a pair both fractions pick is cold)",
+      DoubleField(&c->kv.gpu_cold_fraction, 0.0, 0.0, 1.0));
   Add(&t, "kv.warm_lock", "kv-warm-lock", "mlock the warm tier (needs RLIMIT_MEMLOCK; runs unlocked if refused)",
       BoolField(&c->kv.warm_lock, false));
   Add(&t, "kv.cold_dir", "kv-cold-dir",

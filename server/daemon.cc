@@ -96,6 +96,7 @@ int RunDaemon(const config::Config& cfg) {
   eo.max_waiting = cfg.engine.max_waiting;
   eo.device = cfg.engine.device;
   eo.gpu_warm_fraction = cfg.kv.gpu_warm_fraction;
+  eo.gpu_cold_fraction = cfg.kv.gpu_cold_fraction;
   eo.kv.k_format = cfg.kv.k_format;
   eo.kv.v_format = cfg.kv.v_format;
   eo.kv.boundary_layers = cfg.kv.boundary_layers;

@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "engine/llm/kv_cache.h"
 #include "engine/llm/model.h"
+#include "storage/cold_store.h"
 
 namespace tq::gpu {
 
@@ -23,6 +24,9 @@ struct BackendOptions {
   int max_tokens = 0;   // tokens of one sequence at most (the context)
   int pool_tokens = 0;  // tokens per (layer, KV head) the pools hold across sequences; 0 = max_tokens
   double warm_heads_fraction = 0;  // of the (layer, KV head) pairs, kept in pinned host memory
+  double cold_heads_fraction =
+      0;  // of the pairs, kept on disk in cold.cold_dir (read per layer into pinned memory)
+  storage::ColdStoreOptions cold;  // max_page_bytes is set by the backend
 };
 
 // The KV of one sequence on the GPU. Destroyed before its Backend; its pages return to the pools.

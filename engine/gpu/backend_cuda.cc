@@ -47,10 +47,10 @@ class CudaBackend final : public Backend {
     const GpuModelOptions& o = model_->options();
     return fmt::format(
         "{} (sm_{}{}, {} MiB): k={} v={}, {} tokens per KV head in the pools ({} MiB), {:.0f}% of "
-        "heads warm in pinned host memory, {} MiB of fp16 weights",
+        "heads warm in pinned host memory, {:.0f}% cold on disk, {} MiB of fp16 weights",
         device_.name, device_.sm_major, device_.sm_minor, device_.total_bytes >> 20, o.k_format, o.v_format,
         model_->pool_pages() * kernels::kPageTokens, capacity_bytes() >> 20, 100.0 * o.warm_heads_fraction,
-        model_->weight_bytes() >> 20);
+        100.0 * o.cold_heads_fraction, model_->weight_bytes() >> 20);
   }
 
  private:
@@ -69,6 +69,8 @@ StatusOr<std::unique_ptr<Backend>> Backend::Create(const engine::Model& model,
   o.max_tokens = options.max_tokens;
   o.pool_tokens = options.pool_tokens;
   o.warm_heads_fraction = options.warm_heads_fraction;
+  o.cold_heads_fraction = options.cold_heads_fraction;
+  o.cold = options.cold;
   TQ_ASSIGN_OR_RETURN(std::unique_ptr<GpuModel> m, GpuModel::Create(model, o));
   return std::unique_ptr<Backend>(new CudaBackend(std::move(m), device));
 }

@@ -11,13 +11,12 @@ StatusOr<std::unique_ptr<ColdPages>> ColdPages::Open(const storage::ColdStoreOpt
   return std::unique_ptr<ColdPages>(new ColdPages(std::move(store)));
 }
 
-StatusOr<std::vector<uint64_t>> ColdPages::Write(std::span<const std::span<const std::byte>> payloads,
-                                                 uint64_t stream) {
-  std::vector<storage::ColdStore::PutRequest> puts(payloads.size());
-  std::vector<uint64_t> ids(payloads.size());
-  for (size_t i = 0; i < payloads.size(); ++i) {
+StatusOr<std::vector<uint64_t>> ColdPages::Write(std::span<const Put> puts_in) {
+  std::vector<storage::ColdStore::PutRequest> puts(puts_in.size());
+  std::vector<uint64_t> ids(puts_in.size());
+  for (size_t i = 0; i < puts_in.size(); ++i) {
     ids[i] = next_id_++;
-    puts[i] = {ids[i], payloads[i], stream};
+    puts[i] = {ids[i], puts_in[i].payload, puts_in[i].stream};
   }
   const std::vector<Status> done = store_->PutMany(puts);
   for (size_t i = 0; i < done.size(); ++i) {

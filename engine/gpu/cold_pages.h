@@ -26,11 +26,14 @@ class ColdPages {
   // process belong to sequences that no longer exist.
   static StatusOr<std::unique_ptr<ColdPages>> Open(const storage::ColdStoreOptions& options);
 
-  // Stores each payload under a new id and returns the ids, in order. Pages of one `stream` (a sequence's
-  // (layer, KV head)) lie one after another on disk, so a layer's reads of them merge. On an error (disk
-  // full: ResourceExhausted; I/O) nothing of this call stays stored.
-  StatusOr<std::vector<uint64_t>> Write(std::span<const std::span<const std::byte>> payloads,
-                                        uint64_t stream);
+  struct Put {
+    std::span<const std::byte> payload;
+    uint64_t stream = 0;  // pages of one stream (a sequence's (layer, KV head)) lie one after another on
+                          // disk, so a layer's reads of them merge
+  };
+  // Stores each payload under a new id and returns the ids, in order. On an error (disk full:
+  // ResourceExhausted; I/O) nothing of this call stays stored.
+  StatusOr<std::vector<uint64_t>> Write(std::span<const Put> puts);
   // Removes pages (ids from Write; unknown ids are ignored).
   void Erase(std::span<const uint64_t> ids);
 

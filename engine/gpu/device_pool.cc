@@ -118,6 +118,11 @@ Status WarmTier::StageAsync(int set, std::span<StagedPage> pages, size_t stride)
   return Status::Ok();
 }
 
+Status WarmTier::SyncStaged(int set) {
+  TQ_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staged_[set].get()));
+  return Status::Ok();
+}
+
 Status WarmTier::WaitStaged(int set, cudaStream_t compute) {
   TQ_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, staged_[set].get(), 0));
   return Status::Ok();

@@ -86,6 +86,8 @@ class WarmTier {
   // each page's `device`. Host-adjacent runs copy as one cudaMemcpyAsync. ResourceExhausted when the set is too
   // small (nothing is copied).
   Status StageAsync(int set, std::span<StagedPage> pages, size_t stride);
+  // The host waits until the set's last StageAsync copies finished (their host pages may be reused).
+  Status SyncStaged(int set);
   // The compute stream waits for the set's copies (cudaStreamWaitEvent) before reading it.
   Status WaitStaged(int set, cudaStream_t compute);
   // Everything enqueued on `compute` so far is the set's last reader: the next StageAsync into it waits for it.

@@ -95,6 +95,12 @@ StatusOr<std::unique_ptr<GpuModel>> GpuModel::Create(const engine::Model& cpu, c
   if (!(options.warm_heads_fraction >= 0.0 && options.warm_heads_fraction <= 1.0)) {
     return InvalidArgumentError("GpuModel: warm_heads_fraction must be in [0, 1]");
   }
+  if (!(options.cold_heads_fraction >= 0.0 && options.cold_heads_fraction <= 1.0)) {
+    return InvalidArgumentError("GpuModel: cold_heads_fraction must be in [0, 1]");
+  }
+  if (options.cold_heads_fraction > 0 && options.cold.cold_dir.empty()) {
+    return InvalidArgumentError("GpuModel: cold heads need a cold directory");
+  }
   m->q_dim_ = hp.n_heads * hp.head_dim;
   m->kv_dim_ = hp.n_kv_heads * hp.head_dim;
   m->qkv_dim_ = m->q_dim_ + 2 * m->kv_dim_;
@@ -176,31 +182,45 @@ Status GpuModel::SetUpKv() {
 
   const int pairs = hp_.n_layers * hp_.n_kv_heads;
   warm_heads_.assign(pairs, false);
-  int warm_pairs = 0, warm_per_layer = 0;
+  cold_heads_.assign(pairs, false);
+  int warm_pairs = 0, cold_pairs = 0, staged_per_layer = 0, cold_per_layer = 0;
   for (int l = 0; l < hp_.n_layers; ++l) {
-    int in_layer = 0;
+    int warm_in_layer = 0, cold_in_layer = 0;
     for (int h = 0; h < hp_.n_kv_heads; ++h) {
       const int i = l * hp_.n_kv_heads + h;
-      warm_heads_[i] = WarmPair(i, options_.warm_heads_fraction);
-      in_layer += warm_heads_[i] ? 1 : 0;
+      cold_heads_[i] = WarmPair(i, options_.cold_heads_fraction);
+      warm_heads_[i] = !cold_heads_[i] && WarmPair(i, options_.warm_heads_fraction);
+      warm_in_layer += warm_heads_[i] ? 1 : 0;
+      cold_in_layer += cold_heads_[i] ? 1 : 0;
     }
-    warm_pairs += in_layer;
-    warm_per_layer = std::max(warm_per_layer, in_layer);
+    warm_pairs += warm_in_layer;
+    cold_pairs += cold_in_layer;
+    staged_per_layer = std::max(staged_per_layer, warm_in_layer + cold_in_layer);
+    cold_per_layer = std::max(cold_per_layer, cold_in_layer);
   }
-  const int hot_pairs = pairs - warm_pairs;
+  const int hot_pairs = pairs - warm_pairs - cold_pairs;
   hot_pairs_ = hot_pairs;
   warm_pairs_ = warm_pairs;
+  cold_pairs_ = cold_pairs;
   if (hot_pairs > 0) {
     const int64_t slots = int64_t{hot_pairs} * pool_pages_;
     pool_ = SlabPool(PoolMemory::kDevice, pair_stride_ * static_cast<size_t>(slots));
     TQ_RETURN_IF_ERROR(pool_.AddSlab(pair_bytes_, slots));
   }
-  if (warm_pairs > 0) {
+  // The warm tier's staging sets carry every layer's warm and cold pages to the device.
+  if (warm_pairs + cold_pairs > 0) {
     const int64_t slots = int64_t{warm_pairs} * pool_pages_;
-    const size_t staging = pair_stride_ * static_cast<size_t>(warm_per_layer) * pages_per_head_;
+    const size_t staging = pair_stride_ * static_cast<size_t>(staged_per_layer) * pages_per_head_;
     TQ_ASSIGN_OR_RETURN(WarmTier tier, WarmTier::Create(pair_stride_ * static_cast<size_t>(slots), staging));
     warm_ = std::make_unique<WarmTier>(std::move(tier));
-    TQ_RETURN_IF_ERROR(warm_->host().AddSlab(pair_bytes_, slots));
+    if (warm_pairs > 0) TQ_RETURN_IF_ERROR(warm_->host().AddSlab(pair_bytes_, slots));
+  }
+  if (cold_pairs > 0) {
+    storage::ColdStoreOptions co = options_.cold;
+    co.max_page_bytes = static_cast<uint32_t>(pair_bytes_);
+    TQ_ASSIGN_OR_RETURN(cold_, ColdPages::Open(co));
+    const size_t read_set = pair_stride_ * static_cast<size_t>(cold_per_layer) * pages_per_head_;
+    for (PinnedBuffer& b : cold_read_) TQ_RETURN_IF_ERROR(b.Reserve(read_set));
   }
   return Status::Ok();
 }
@@ -211,7 +231,8 @@ double GpuModel::kv_bytes_per_token() const {
 }
 
 double GpuModel::hot_kv_bytes_per_token() const {
-  const int64_t hot = std::count(warm_heads_.begin(), warm_heads_.end(), false);
+  int64_t hot = 0;
+  for (size_t i = 0; i < warm_heads_.size(); ++i) hot += !warm_heads_[i] && !cold_heads_[i];
   return static_cast<double>(hot) * static_cast<double>(k_page_bytes_ + v_page_bytes_) / kPage;
 }
 
@@ -219,6 +240,10 @@ int64_t GpuModel::free_pages() const {
   int64_t free = pool_pages_;
   if (hot_pairs_ > 0) free = std::min(free, pool_pages_ - pool_.used_slots() / hot_pairs_);
   if (warm_pairs_ > 0) free = std::min(free, pool_pages_ - warm_->host().used_slots() / warm_pairs_);
+  if (cold_pairs_ > 0) {
+    free = std::min(
+        free, static_cast<int64_t>(cold_->free_pages(static_cast<uint32_t>(pair_bytes_)) / cold_pairs_));
+  }
   return free;
 }
 
@@ -230,7 +255,9 @@ uint64_t GpuSequence::bytes() const {
 
 StatusOr<std::unique_ptr<GpuSequence>> GpuModel::NewSequence() {
   std::unique_ptr<GpuSequence> seq(new GpuSequence(this));
+  seq->serial_ = next_serial_++;
   seq->pages_.resize(warm_heads_.size());
+  seq->cold_ids_.resize(warm_heads_.size());
   const size_t tail_bytes = warm_heads_.size() * kPage * hp_.head_dim * sizeof(float);
   TQ_ASSIGN_OR_RETURN(seq->tail_k_, DeviceBuffer::Allocate(tail_bytes));
   TQ_ASSIGN_OR_RETURN(seq->tail_v_, DeviceBuffer::Allocate(tail_bytes));
@@ -243,6 +270,8 @@ void GpuModel::ReleaseSequence(GpuSequence& seq) {
   for (size_t i = 0; i < seq.pages_.size(); ++i) {
     for (uint8_t* slot : seq.pages_[i]) FreeSlot(static_cast<int>(i), slot);
     seq.pages_[i].clear();
+    if (cold_) cold_->Erase(seq.cold_ids_[i]);
+    seq.cold_ids_[i].clear();
   }
   seq.n_tokens_ = 0;
 }
@@ -293,45 +322,119 @@ Status GpuModel::CopyPairsToHost(const uint8_t* src, std::span<uint8_t* const> h
 
 Status GpuModel::FlushTails(GpuSequence& seq) {
   const int pairs = static_cast<int>(warm_heads_.size());
-  std::vector<uint8_t*> slots(pairs, nullptr);
+  std::vector<uint8_t*> slots(pairs, nullptr);  // null for cold pairs
+  auto free_slots = [&] {
+    for (int j = 0; j < pairs; ++j) FreeSlot(j, slots[j]);
+  };
   for (int i = 0; i < pairs; ++i) {
+    if (cold_heads_[i]) continue;
     StatusOr<uint8_t*> slot = AllocateSlot(i);
     if (!slot.ok()) {
-      for (int j = 0; j < i; ++j) FreeSlot(j, slots[j]);
+      free_slots();
       return slot.status();
     }
     slots[i] = *slot;
   }
-  // Hot pairs are encoded in place; warm pairs into device scratch, then copied to their pinned slots.
+  // Hot pairs are encoded in place; warm and cold pairs into device scratch, then copied to their pinned
+  // slots (warm) or written to disk (cold).
   TQ_RETURN_IF_ERROR(scratch_.Reserve(pair_stride_ * pairs));
   std::vector<uint8_t*> targets(pairs);
-  std::vector<uint8_t*> warm_src, warm_dst;
   for (int i = 0; i < pairs; ++i) {
-    targets[i] = warm_heads_[i] ? scratch_.as<uint8_t>() + static_cast<size_t>(i) * pair_stride_ : slots[i];
+    const bool staged = warm_heads_[i] || cold_heads_[i];
+    targets[i] = staged ? scratch_.as<uint8_t>() + static_cast<size_t>(i) * pair_stride_ : slots[i];
   }
   Status s = EncodePairs(seq.tail_k_.as<float>(), seq.tail_v_.as<float>(), kPage, targets);
   for (int i = 0; s.ok() && i < pairs; ++i) {
     if (warm_heads_[i]) s = CopyPairsToHost(targets[i], std::span<uint8_t* const>(&slots[i], 1));
   }
+  std::vector<int> cold_list;
+  std::vector<const uint8_t*> cold_src;
+  for (int i = 0; i < pairs; ++i) {
+    if (!cold_heads_[i]) continue;
+    cold_list.push_back(i);
+    cold_src.push_back(targets[i]);
+  }
+  if (s.ok() && !cold_list.empty()) s = WriteColdPages(seq, cold_list, cold_src, 1);  // last: all or nothing
   if (!s.ok()) {
     TQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-    for (int i = 0; i < pairs; ++i) FreeSlot(i, slots[i]);
+    free_slots();
     return s;
   }
-  for (int i = 0; i < pairs; ++i) seq.pages_[i].push_back(slots[i]);
+  for (int i = 0; i < pairs; ++i) {
+    if (!cold_heads_[i]) seq.pages_[i].push_back(slots[i]);
+  }
   return Status::Ok();
 }
 
-Status GpuModel::StageLayer(const GpuSequence& seq, int l) {
-  std::vector<StagedPage>& staged = staged_[l % 2];
-  staged.clear();
+Status GpuModel::WriteColdPages(GpuSequence& seq, std::span<const int> pair_list,
+                                std::span<const uint8_t* const> srcs, int n) {
+  const size_t per_pair = static_cast<size_t>(n) * pair_stride_;
+  TQ_RETURN_IF_ERROR(cold_bounce_.Reserve(per_pair * pair_list.size()));
+  uint8_t* bounce = cold_bounce_.as<uint8_t>();
+  for (size_t k = 0; k < pair_list.size(); ++k) {
+    TQ_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(bounce + k * per_pair, srcs[k], per_pair, cudaMemcpyDeviceToHost, stream_.get()));
+  }
+  TQ_RETURN_IF_ERROR(stream_.Synchronize());
+  std::vector<ColdPages::Put> puts;
+  const uint64_t pairs = warm_heads_.size();
+  for (size_t k = 0; k < pair_list.size(); ++k) {
+    for (int p = 0; p < n; ++p) {
+      const auto* bytes = reinterpret_cast<const std::byte*>(bounce + k * per_pair + p * pair_stride_);
+      puts.push_back({std::span<const std::byte>(bytes, pair_bytes_), seq.serial_ * pairs + pair_list[k]});
+    }
+  }
+  TQ_ASSIGN_OR_RETURN(std::vector<uint64_t> ids, cold_->Write(puts));
+  for (size_t k = 0; k < pair_list.size(); ++k) {
+    std::vector<uint64_t>& list = seq.cold_ids_[pair_list[k]];
+    list.insert(list.end(), ids.begin() + k * n, ids.begin() + (k + 1) * n);
+  }
+  return Status::Ok();
+}
+
+size_t GpuModel::PairPages(const GpuSequence& seq, int i) const {
+  return cold_heads_[i] ? seq.cold_ids_[i].size() : seq.pages_[i].size();
+}
+
+Status GpuModel::StartColdReads(const GpuSequence& seq, int l) {
+  if (!cold_) return Status::Ok();
+  const int set = l % 2;
+  // The copy out of this read set (layer l - 2's pages) must be done before the reads overwrite it.
+  TQ_RETURN_IF_ERROR(warm_->SyncStaged(set));
+  std::vector<uint64_t> ids;
+  std::vector<uint8_t*> dests;
+  uint8_t* base = cold_read_[set].as<uint8_t>();
   for (int h = 0; h < hp_.n_kv_heads; ++h) {
     const int i = l * hp_.n_kv_heads + h;
-    if (!warm_heads_[i]) continue;
-    for (uint8_t* slot : seq.pages_[i]) staged.push_back(StagedPage{slot, nullptr});
+    if (!cold_heads_[i]) continue;
+    for (uint64_t id : seq.cold_ids_[i]) {
+      ids.push_back(id);
+      dests.push_back(base + dests.size() * pair_stride_);
+    }
+  }
+  if (ids.empty()) return Status::Ok();
+  return cold_->StartReads(set, ids, dests, pair_bytes_);
+}
+
+Status GpuModel::StageLayer(const GpuSequence& seq, int l) {
+  const int set = l % 2;
+  if (cold_) TQ_RETURN_IF_ERROR(cold_->FinishReads(set));
+  std::vector<StagedPage>& staged = staged_[set];
+  staged.clear();
+  const uint8_t* cold_at =
+      cold_ ? cold_read_[set].as<uint8_t>() : nullptr;  // read in the same (head, page) order
+  for (int h = 0; h < hp_.n_kv_heads; ++h) {
+    const int i = l * hp_.n_kv_heads + h;
+    if (warm_heads_[i]) {
+      for (uint8_t* slot : seq.pages_[i]) staged.push_back(StagedPage{slot, nullptr});
+    } else if (cold_heads_[i]) {
+      for (size_t p = 0; p < seq.cold_ids_[i].size(); ++p, cold_at += pair_stride_) {
+        staged.push_back(StagedPage{cold_at, nullptr});
+      }
+    }
   }
   if (staged.empty()) return Status::Ok();
-  return warm_->StageAsync(l % 2, staged, pair_stride_);
+  return warm_->StageAsync(set, staged, pair_stride_);
 }
 
 Status GpuModel::Forward(GpuSequence& seq, std::span<const int32_t> tokens, int first_pos, bool want_logits,
@@ -389,7 +492,12 @@ Status GpuModel::ForwardChunk(GpuSequence& seq, std::span<const int32_t> tokens,
   TQ_RETURN_IF_ERROR(EmbedRows(Halfs(token_embd_), E, d_tokens, n, x, st));
 
   if (warm_) {
+    if (cold_) {  // reads a failed pass left in flight land before the sets are used again
+      (void)cold_->FinishReads(0);
+      (void)cold_->FinishReads(1);
+    }
     TQ_RETURN_IF_ERROR(warm_->BeginPass(st));
+    TQ_RETURN_IF_ERROR(StartColdReads(seq, 0));
     TQ_RETURN_IF_ERROR(StageLayer(seq, 0));
   }
   std::vector<GpuPage> pages;
@@ -397,8 +505,11 @@ Status GpuModel::ForwardChunk(GpuSequence& seq, std::span<const int32_t> tokens,
   const int64_t head_stride = int64_t{kPage} * D;  // floats between two heads' tails
   for (int l = 0; l < hp.n_layers; ++l) {
     const Layer& L = layers_[l];
-    // The copy of layer l + 1's warm pages overlaps this layer's compute.
-    if (warm_ && l + 1 < hp.n_layers) TQ_RETURN_IF_ERROR(StageLayer(seq, l + 1));
+    // The copy of layer l + 1's warm pages overlaps this layer's compute. With cold pairs, their reads go
+    // first and the copy is queued once they landed, after this layer's work is queued.
+    const bool next = warm_ && l + 1 < hp.n_layers;
+    if (next) TQ_RETURN_IF_ERROR(StartColdReads(seq, l + 1));
+    if (next && !cold_) TQ_RETURN_IF_ERROR(StageLayer(seq, l + 1));
     TQ_RETURN_IF_ERROR(RmsNorm(x, Floats(L.attn_norm), n, E, hp.rms_eps, xn, st));
     TQ_RETURN_IF_ERROR(MatMulF16(Halfs(L.wqkv), qkv_dim_, E, xn, E, n, qkv, qkv_dim_, false, st));
     if (L.bqkv.get() != nullptr) TQ_RETURN_IF_ERROR(AddBias(qkv, qkv_dim_, Floats(L.bqkv), qkv_dim_, n, st));
@@ -416,9 +527,10 @@ Status GpuModel::ForwardChunk(GpuSequence& seq, std::span<const int32_t> tokens,
     for (int h = 0; h < H; ++h) {
       const int i = l * H + h;
       first[h] = static_cast<int32_t>(pages.size());
-      for (uint8_t* slot : seq.pages_[i]) {
-        const uint8_t* base = slot;
-        if (warm_heads_[i]) base = staged_[l % 2][staged_at++].device;
+      const size_t n_pages = PairPages(seq, i);
+      for (size_t p = 0; p < n_pages; ++p) {
+        const uint8_t* base =
+            warm_heads_[i] || cold_heads_[i] ? staged_[l % 2][staged_at++].device : seq.pages_[i][p];
         pages.push_back(GpuPage{base, base + v_offset_, k_index_, v_index_, kPage});
       }
     }
@@ -430,7 +542,7 @@ Status GpuModel::ForwardChunk(GpuSequence& seq, std::span<const int32_t> tokens,
         q.q = qkv + int64_t{r} * qkv_dim_ + h * span;
         q.out = attn + int64_t{r} * q_dim_ + h * span;
         q.first_page = first[h];
-        q.num_pages = static_cast<int32_t>(seq.pages_[l * H + h].size());
+        q.num_pages = static_cast<int32_t>(PairPages(seq, l * H + h));
         q.tail_k = tail_k + h * head_stride;
         q.tail_v = tail_v + h * head_stride;
         q.tail_tokens = slot0 + n;
@@ -449,6 +561,7 @@ Status GpuModel::ForwardChunk(GpuSequence& seq, std::span<const int32_t> tokens,
     TQ_RETURN_IF_ERROR(MatMulF16(Halfs(L.wgu), 2 * hp.n_ff, E, xn, E, n, gu_.as<float>(), 2 * hp.n_ff, false, st));
     TQ_RETURN_IF_ERROR(SwiGlu(gu_.as<float>(), hp.n_ff, n, h_.as<float>(), st));
     TQ_RETURN_IF_ERROR(MatMulF16(Halfs(L.wdown), E, hp.n_ff, h_.as<float>(), hp.n_ff, n, x, E, true, st));
+    if (next && cold_) TQ_RETURN_IF_ERROR(StageLayer(seq, l + 1));  // waits for the reads while the GPU works
   }
   if (want_logits) {
     const float* last = x + int64_t{n - 1} * E;
@@ -493,7 +606,8 @@ Status GpuModel::FillSynthetic(GpuSequence& seq, int n_tokens, uint64_t seed) {
   }
   std::vector<uint8_t*> slots(n_pages), targets(n_pages);
   for (int i = 0; i < pairs && n_pages > 0; ++i) {
-    for (int p = 0; p < n_pages; ++p) {
+    const bool cold = cold_heads_[i], staged = cold || warm_heads_[i];
+    for (int p = 0; p < n_pages && !cold; ++p) {
       StatusOr<uint8_t*> slot = AllocateSlot(i);
       if (!slot.ok()) {
         for (int q = 0; q < p; ++q) FreeSlot(i, slots[q]);
@@ -501,13 +615,23 @@ Status GpuModel::FillSynthetic(GpuSequence& seq, int n_tokens, uint64_t seed) {
         return slot.status();
       }
       slots[p] = *slot;
-      targets[p] = warm_heads_[i] ? scratch_.as<uint8_t>() + static_cast<size_t>(p) * pair_stride_ : slots[p];
     }
-    seq.pages_[i] = slots;  // owned by the sequence from here (freed with it on an error below)
+    for (int p = 0; p < n_pages; ++p) {
+      targets[p] = staged ? scratch_.as<uint8_t>() + static_cast<size_t>(p) * pair_stride_ : slots[p];
+    }
+    if (!cold) seq.pages_[i] = slots;  // owned by the sequence from here (freed with it on an error below)
     TQ_RETURN_IF_ERROR(RandomNormal(rows_k.as<float>(), page_floats * n_pages, Mix(seed, i, 0), 1.0f, st));
     TQ_RETURN_IF_ERROR(RandomNormal(rows_v.as<float>(), page_floats * n_pages, Mix(seed, i, 1), 1.0f, st));
     TQ_RETURN_IF_ERROR(EncodePairs(rows_k.as<float>(), rows_v.as<float>(), kPage, targets));
     if (warm_heads_[i]) TQ_RETURN_IF_ERROR(CopyPairsToHost(scratch_.as<uint8_t>(), slots));
+    if (cold) {
+      const int list[1] = {i};
+      const uint8_t* src[1] = {scratch_.as<uint8_t>()};
+      if (Status s = WriteColdPages(seq, list, src, n_pages); !s.ok()) {
+        ReleaseSequence(seq);
+        return s;
+      }
+    }
   }
   const int64_t tail_floats = int64_t{pairs} * kPage * D;
   TQ_RETURN_IF_ERROR(RandomNormal(seq.tail_k_.as<float>(), tail_floats, Mix(seed, pairs, 2), 1.0f, st));

@@ -1,17 +1,19 @@
-// The forward pass of a LLaMA-family model on one GPU, with the semantics of the CPU pass (engine/llm/model.cc):
-// RMSNorm, RoPE (the architecture's pairing), optional q/k/v biases, SwiGLU, tied output.
+// The forward pass of a LLaMA-family model on one GPU, with the semantics of the CPU pass
+// (engine/llm/model.cc): RMSNorm, RoPE (the architecture's pairing), optional q/k/v biases, SwiGLU, tied
+// output.
 //
-// Weights: every matrix dequantized on the host (kernels::DecodeRow) to fp16 and uploaded once (plain cudaMalloc):
-// q, k, v stacked as one [q_dim + 2 kv_dim][n_embd] matrix, gate and up as one [2 n_ff][n_embd]; norms and biases
-// in f32.
-// KV of a sequence (GpuSequence): per (layer, KV head) a list of full pages of kPageTokens tokens, each a page
-// pair (K page then V page, in options.k_format / v_format) in one slot of the device pool (hot) or, for the
-// heads options.warm_heads_fraction selects, of the pinned host pool (warm; staged into device memory a layer
-// ahead of attention on the warm tier's copy stream). The newest, partial page stays f32 on the device: tails
-// [n_layers][n_kv_heads][kPageTokens][head_dim] for K and V; when it fills it is encoded (EncodePages) into new
-// page pairs.
-// Everything runs on the model's stream; Forward returns after the stream finished (logits on the host). Not
-// thread-safe: one Forward or FillSynthetic at a time.
+// Weights: every matrix dequantized on the host (kernels::DecodeRow) to fp16 and uploaded once (plain
+// cudaMalloc): q, k, v stacked as one [q_dim + 2 kv_dim][n_embd] matrix, gate and up as one [2 n_ff][n_embd];
+// norms and biases in f32. KV of a sequence (GpuSequence): per (layer, KV head) a list of full pages of
+// kPageTokens tokens, each a page pair (K page then V page, in options.k_format / v_format) in one slot of
+// the device pool (hot) or, for the heads options.warm_heads_fraction selects, of the pinned host pool (warm;
+// staged into device memory a layer ahead of attention on the warm tier's copy stream), or, for the heads
+// options.cold_heads_fraction selects, on disk (cold: a ColdPages store in options.cold.cold_dir; a layer's
+// cold pairs are read into pinned staging buffers while the previous layer computes, then copied to the
+// device with the warm ones). The newest, partial page stays f32 on the device: tails
+// [n_layers][n_kv_heads][kPageTokens][head_dim] for K and V; when it fills it is encoded (EncodePages) into
+// new page pairs. Everything runs on the model's stream; Forward returns after the stream finished (logits on
+// the host). Not thread-safe: one Forward or FillSynthetic at a time.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/gpu/cold_pages.h"
 #include "engine/gpu/device_pool.h"
 #include "engine/llm/model.h"
 #include "kernels/cuda/kv_codecs.h"
@@ -39,6 +42,10 @@ struct GpuModelOptions {
   int pool_tokens = 0;
   // Fraction of the (layer, KV head) pairs whose full pages live in the warm tier (spread evenly), in [0, 1].
   double warm_heads_fraction = 0.0;
+  // Fraction of the pairs whose full pages live on disk (spread evenly; a pair both fractions pick is cold),
+  // in [0, 1]; needs cold.cold_dir. cold.max_page_bytes is set here (one page pair per payload).
+  double cold_heads_fraction = 0.0;
+  storage::ColdStoreOptions cold;
   // Record events around each layer's attention call (last_attention_ms()).
   bool time_attention = false;
 };
@@ -63,10 +70,14 @@ class GpuSequence {
   explicit GpuSequence(GpuModel* model) : model_(model) {}
 
   GpuModel* model_;
+  uint64_t serial_ = 0;  // names its cold streams
   int n_tokens_ = 0;
   // [n_layers * n_kv_heads] page-pair slots in position order (device pool slots for hot heads, pinned host slots
   // for warm heads); every list holds full_pages() slots.
   std::vector<std::vector<uint8_t*>> pages_;
+  // [n_layers * n_kv_heads] ids of the cold pairs' pages in the ColdPages store, in position order (empty for
+  // hot and warm pairs).
+  std::vector<std::vector<uint64_t>> cold_ids_;
   DeviceBuffer tail_k_, tail_v_;  // [n_layers][n_kv_heads][kPageTokens][head_dim] f32; rows [0, n_tokens % 128)
 };
 
@@ -98,7 +109,7 @@ class GpuModel {
   cudaStream_t stream() const { return stream_.get(); }
   // KV bytes per token held in pages (sum over layers and KV heads of K + V page bytes / kPageTokens).
   double kv_bytes_per_token() const;
-  // Of that, the part in device memory (hot heads only).
+  // Of that, the part in device memory (hot heads only; warm and cold pages are staged per layer).
   double hot_kv_bytes_per_token() const;
   const SlabPool& pool() const { return pool_; }
   // Full pages per (layer, KV head) the pools can still take: every pair gets one page when a sequence's tail
@@ -107,6 +118,8 @@ class GpuModel {
   int64_t pool_pages() const { return pool_pages_; }  // pages per (layer, KV head) the pools hold
   const WarmTier* warm() const { return warm_.get(); }
   bool is_warm(int layer, int kv_head) const { return warm_heads_[layer * hp_.n_kv_heads + kv_head]; }
+  bool is_cold(int layer, int kv_head) const { return cold_heads_[layer * hp_.n_kv_heads + kv_head]; }
+  const ColdPages* cold() const { return cold_.get(); }
   // Milliseconds of the attention calls of the last Forward (sum over layers and chunks); 0 unless
   // options.time_attention.
   float last_attention_ms() const { return last_attention_ms_; }
@@ -128,8 +141,18 @@ class GpuModel {
   // One chunk: rows within one page (first_pos / 128 == (first_pos + n - 1) / 128), n <= kPageTokens.
   Status ForwardChunk(GpuSequence& seq, std::span<const int32_t> tokens, int first_pos, bool want_logits,
                       std::vector<float>* logits);
-  // Stages layer l's warm pages of seq into staging set l % 2.
+  // Starts reading layer l's cold pages of seq into pinned read set l % 2 (after the copy out of it of layer
+  // l - 2 finished).
+  Status StartColdReads(const GpuSequence& seq, int l);
+  // Stages layer l's warm and cold pages of seq into staging set l % 2, in (head, page) order (waits for the
+  // cold reads first).
   Status StageLayer(const GpuSequence& seq, int l);
+  // Page pairs pair `i` of seq holds (slots or cold ids).
+  size_t PairPages(const GpuSequence& seq, int i) const;
+  // For each cold pair pair_list[k] of seq: writes the n encoded page pairs at device srcs[k] (pair_stride_
+  // apart) to disk through the pinned bounce buffer and appends their ids. All or nothing.
+  Status WriteColdPages(GpuSequence& seq, std::span<const int> pair_list,
+                        std::span<const uint8_t* const> srcs, int n);
   // Encodes the full tails of seq (all layers) into new page pairs and appends them.
   Status FlushTails(GpuSequence& seq);
   // Allocates one page-pair slot for (layer, head): a device pool slot (hot) or a pinned host slot (warm).
@@ -148,7 +171,8 @@ class GpuModel {
   int q_dim_ = 0, kv_dim_ = 0, qkv_dim_ = 0, group_ = 0;
   int pages_per_head_ = 0;  // of one sequence (max_tokens): the staging sets' size
   int64_t pool_pages_ = 0;  // per (layer, KV head) in the pools (pool_tokens)
-  int hot_pairs_ = 0, warm_pairs_ = 0;
+  int hot_pairs_ = 0, warm_pairs_ = 0, cold_pairs_ = 0;
+  uint64_t next_serial_ = 1;
   bool neox_ = false;
 
   // Weights.
@@ -167,9 +191,15 @@ class GpuModel {
   size_t pair_bytes_ = 0;           // v_offset_ + v_page_bytes_
   size_t pair_stride_ = 0;          // SlotStride(pair_bytes_)
   std::vector<bool> warm_heads_;    // [n_layers * n_kv_heads]
+  std::vector<bool> cold_heads_;    // [n_layers * n_kv_heads]; never warm too
   SlabPool pool_{PoolMemory::kDevice, 0};
   std::unique_ptr<WarmTier> warm_;
-  std::vector<StagedPage> staged_[2];  // the warm pages in each staging set, in (head, page) order
+  std::vector<StagedPage> staged_[2];  // the warm and cold pages in each staging set, in (head, page) order
+  PinnedBuffer cold_read_[2];          // read sets: one layer's cold pairs' pages, pair_stride_ apart
+  PinnedBuffer cold_bounce_;           // encoded cold pairs on their way to disk
+  // Null without cold pairs. Declared after its buffers: destroyed first, it finishes reads still in flight
+  // into them.
+  std::unique_ptr<ColdPages> cold_;
 
   // Per-pass buffers (rows <= kPageTokens).
   Stream stream_;

@@ -28,6 +28,12 @@ StatusOr<std::unique_ptr<gpu::Backend>> CreateGpuBackend(const Model& model, con
   if (!(options.gpu_warm_fraction >= 0 && options.gpu_warm_fraction <= 1)) {
     return InvalidArgumentError("gpu_warm_fraction must be in [0, 1]");
   }
+  if (!(options.gpu_cold_fraction >= 0 && options.gpu_cold_fraction <= 1)) {
+    return InvalidArgumentError("gpu_cold_fraction must be in [0, 1]");
+  }
+  if (options.gpu_cold_fraction > 0 && options.kv_store.cold_dir.empty()) {
+    return InvalidArgumentError("gpu_cold_fraction > 0 needs a cold directory (kv.cold_dir)");
+  }
   const HParams& hp = model.hparams();
   if (hp.sliding_window > 0 && ctx_size > hp.sliding_window) {
     return UnimplementedError("the GPU path has no sliding-window attention; this model's window is " +
@@ -45,6 +51,13 @@ StatusOr<std::unique_ptr<gpu::Backend>> CreateGpuBackend(const Model& model, con
   o.max_tokens = ctx_size;
   o.pool_tokens = static_cast<int>(std::min<int64_t>(pool_tokens, std::numeric_limits<int>::max()));
   o.warm_heads_fraction = options.gpu_warm_fraction;
+  o.cold_heads_fraction = options.gpu_cold_fraction;
+  // The GPU path's own files: a subdirectory, so the CPU store's recovery never sees them.
+  o.cold.cold_dir = options.kv_store.cold_dir.empty() ? "" : options.kv_store.cold_dir + "/gpu";
+  o.cold.capacity_bytes = options.kv_store.cold_bytes;
+  o.cold.direct_io = options.kv_store.direct_io;
+  o.cold.io.backend = options.kv_store.io_backend;
+  o.cold.io.queue_depth = options.kv_store.io_depth;
   return gpu::Backend::Create(model, o);
 }
 
@@ -125,6 +138,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
                                std::vector<int32_t>{hp.n_layers, hp.n_embd, hp.n_heads, hp.n_kv_heads, hp.vocab_size,
                                                     static_cast<int32_t>(e->model_->weight_bytes() >> 10)});
   KvStoreOptions store_options = options.kv_store;
+  if (e->gpu_) store_options.cold_dir.clear();  // the GPU path keeps its cold pages itself (in cold_dir/gpu)
   store_options.head_dim = static_cast<uint32_t>(std::max(hp.head_dim, 1));
   const bool caching = options.prefix_cache_bytes > 0 && e->kv_layout_->all_paged() && !e->gpu_;
   if (e->gpu_ && options.prefix_cache_bytes > 0) spdlog::info("prefix cache: off on the GPU path");

@@ -36,10 +36,12 @@ struct EngineOptions {
   bool kv_adapt = false;                            // online adaptation of classes (engine/kv/adaptation.h)
   AdaptationOptions adapt;
   // Where the forward pass runs: "cpu", or "cuda" (engine/gpu/backend.h: weights and KV in GPU memory,
-  // kv_store.hot_bytes the device pool's budget, gpu_warm_fraction of the heads' pages in pinned host memory;
-  // one K and one V format everywhere; no prefix cache or online adaptation there yet).
+  // kv_store.hot_bytes the device pool's budget, gpu_warm_fraction of the heads' pages in pinned host memory,
+  // gpu_cold_fraction on disk in kv_store.cold_dir; one K and one V format everywhere; no prefix cache or
+  // online adaptation there yet).
   std::string device = "cpu";
   double gpu_warm_fraction = 0;
+  double gpu_cold_fraction = 0;
 };
 
 struct EngineStats {

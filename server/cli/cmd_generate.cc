@@ -19,6 +19,7 @@ struct GenerateArgs {
   int ctx = 4096;
   std::string device = "cpu";
   double gpu_warm_fraction = 0;
+  double gpu_cold_fraction = 0;
   float temperature = 0.0f;
   float top_p = 1.0f;
   int top_k = 0;
@@ -42,6 +43,7 @@ int Run(const GenerateArgs& a) {
   eo.kv_store = a.model.store;
   eo.device = a.device;
   eo.gpu_warm_fraction = a.gpu_warm_fraction;
+  eo.gpu_cold_fraction = a.gpu_cold_fraction;
   auto eng = engine::Engine::Create(eo);
   if (!eng.ok()) {
     std::fprintf(stderr, "tqserve generate: %s\n", eng.status().ToString().c_str());
@@ -113,6 +115,9 @@ Command AddGenerateCommand(CLI::App& parent) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app->add_option("--kv-gpu-warm-fraction", args.gpu_warm_fraction,
                   "With --device cuda: fraction of KV heads kept in pinned host memory")
+      ->check(CLI::Range(0.0, 1.0));
+  app->add_option("--kv-gpu-cold-fraction", args.gpu_cold_fraction,
+                  "With --device cuda: fraction of KV heads kept on disk in --kv-cold-dir")
       ->check(CLI::Range(0.0, 1.0));
   app->add_option("--temp", args.temperature, "Temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
   app->add_option("--top-p", args.top_p, "Top-p")->check(CLI::Range(0.0, 1.0));

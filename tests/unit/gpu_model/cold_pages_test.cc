@@ -60,10 +60,10 @@ class ColdPagesTest : public ::testing::TestWithParam<std::string> {
 // Writes n pairs (contents PageBytes(salt + i)) as one stream; their ids.
 std::vector<uint64_t> WritePairs(ColdPages& cold, int n, uint64_t salt) {
   std::vector<std::vector<std::byte>> data;
-  std::vector<std::span<const std::byte>> spans;
+  std::vector<ColdPages::Put> puts;
   for (int i = 0; i < n; ++i) data.push_back(PageBytes(salt + i, kPair));
-  for (const auto& d : data) spans.emplace_back(d);
-  auto ids = cold.Write(spans, salt);
+  for (const auto& d : data) puts.push_back({d, salt});
+  auto ids = cold.Write(puts);
   EXPECT_TRUE(ids.ok()) << ids.status().ToString();
   return ids.ok() ? *ids : std::vector<uint64_t>{};
 }
@@ -123,14 +123,15 @@ TEST_P(ColdPagesTest, FullStoreTakesNothingOfABatchAndEraseFreesSlots) {
   ASSERT_EQ(first.size(), 6u);
   EXPECT_EQ((*cold)->free_pages(kPair), 2u);
   std::vector<std::vector<std::byte>> data(3, PageBytes(9, kPair));
-  std::vector<std::span<const std::byte>> spans(data.begin(), data.end());
-  auto full = (*cold)->Write(spans, 2);
+  std::vector<ColdPages::Put> puts;
+  for (const auto& d : data) puts.push_back({d, 2});
+  auto full = (*cold)->Write(puts);
   ASSERT_FALSE(full.ok());
   EXPECT_EQ(full.status().code(), StatusCode::kResourceExhausted) << full.status().ToString();
   EXPECT_EQ((*cold)->store().pages(), 6u);  // the two that fit were taken back
   (*cold)->Erase(std::span(first).first(3));
   EXPECT_EQ((*cold)->free_pages(kPair), 5u);
-  EXPECT_TRUE((*cold)->Write(spans, 2).ok());
+  EXPECT_TRUE((*cold)->Write(puts).ok());
 }
 
 TEST_P(ColdPagesTest, OpenClearsPagesOfAnEarlierProcess) {

@@ -14,6 +14,7 @@
 #include "kernels/cuda/runtime.h"
 #include "tests/unit/engine/test_paths.h"
 #include "tests/unit/runner/engine_test_util.h"
+#include "tests/unit/storage/storage_test_util.h"
 
 namespace tq::engine {
 namespace {
@@ -133,6 +134,23 @@ TEST_F(GpuEngineTest, WarmHeadsGiveTheTokensOfHotHeads) {
   auto [h, hs] = Run(*hot, {600}, 60);
   auto [w, ws] = Run(*warm, {600}, 60);
   EXPECT_EQ(h[0].tokens, w[0].tokens);
+}
+
+TEST_F(GpuEngineTest, ColdHeadsGiveTheTokensOfHotHeads) {
+  storage::testing::TempDir dir;
+  auto hot = Make(Options("cuda", "tq4"));
+  EngineOptions o = Options("cuda", "tq4");
+  o.gpu_warm_fraction = 0.25;
+  o.gpu_cold_fraction = 0.5;
+  o.kv_store.cold_dir = dir.path();
+  auto cold = Make(o);
+  ASSERT_NE(hot, nullptr);
+  ASSERT_NE(cold, nullptr);
+  auto [h, hs] = Run(*hot, {600, 300}, 60);
+  auto [c, cs] = Run(*cold, {600, 300}, 60);
+  EXPECT_EQ(h[0].tokens, c[0].tokens);
+  EXPECT_EQ(h[1].tokens, c[1].tokens);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/gpu/cold-0000.tqc"));
 }
 
 TEST_F(GpuEngineTest, AbortGivesThePagesBack) {

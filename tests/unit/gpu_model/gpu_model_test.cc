@@ -15,6 +15,7 @@
 #include "engine/llm/model.h"
 #include "engine/llm/thread_pool.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/unit/storage/storage_test_util.h"
 
 namespace tq::gpu {
 namespace {
@@ -75,12 +76,16 @@ class GpuModelTest : public ::testing::Test {
     if (cpu_ == nullptr) GTEST_SKIP() << ModelPath() << " is absent (set TQ_MODEL)";
   }
 
-  static std::unique_ptr<GpuModel> MakeGpu(const std::string& k, const std::string& v, double warm = 0.0) {
+  static std::unique_ptr<GpuModel> MakeGpu(const std::string& k, const std::string& v, double warm = 0.0,
+                                           double cold = 0.0, const std::string& cold_dir = "") {
     GpuModelOptions o;
     o.k_format = k;
     o.v_format = v;
     o.max_tokens = 1024;
     o.warm_heads_fraction = warm;
+    o.cold_heads_fraction = cold;
+    o.cold.cold_dir = cold_dir;
+    o.cold.capacity_bytes = uint64_t{256} << 20;
     auto m = GpuModel::Create(*cpu_, o);
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     return m.ok() ? std::move(m).value() : nullptr;
@@ -282,6 +287,51 @@ TEST_F(GpuModelTest, WarmHeadsMatchHotHeads) {
     EXPECT_LE(MaxAbsDiff(lw[i], lh[i]), 1e-5f) << "step " << i;
     EXPECT_LE(MaxAbsDiff(la[i], lh[i]), 1e-5f) << "step " << i;
   }
+}
+
+// (e) Cold heads (pages on disk, read into pinned buffers per layer, then staged) give the logits of hot
+// heads, beside warm ones; their pages leave the disk with the sequence.
+TEST_F(GpuModelTest, ColdHeadsMatchHotHeads) {
+  storage::testing::TempDir dir;
+  const std::vector<int32_t> prompt = TextPrompt(300);
+  auto hot = MakeGpu("tq4", "int8");
+  auto mixed = MakeGpu("tq4", "int8", 0.25, 0.5, dir.path() + "/mixed");
+  auto all = MakeGpu("tq4", "int8", 0.0, 1.0, dir.path() + "/all");
+  ASSERT_TRUE(hot && mixed && all);
+  ASSERT_NE(mixed->cold(), nullptr);
+  EXPECT_EQ(hot->cold(), nullptr);
+  EXPECT_EQ(all->hot_kv_bytes_per_token(), 0.0);
+  int cold = 0, warm = 0;
+  for (int l = 0; l < mixed->hparams().n_layers; ++l) {
+    for (int h = 0; h < mixed->hparams().n_kv_heads; ++h) {
+      cold += mixed->is_cold(l, h);
+      warm += mixed->is_warm(l, h);
+      EXPECT_FALSE(mixed->is_cold(l, h) && mixed->is_warm(l, h));
+    }
+  }
+  EXPECT_GT(cold, 0);
+  EXPECT_GT(warm, 0);
+  std::vector<std::vector<float>> lh, lm, la;
+  const std::vector<int> ref = Greedy(*hot, prompt, 4, nullptr, &lh);
+  Greedy(*mixed, prompt, 4, &ref, &lm);
+  Greedy(*all, prompt, 4, &ref, &la);
+  ASSERT_EQ(lm.size(), 4u);
+  ASSERT_EQ(la.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_LE(MaxAbsDiff(lm[i], lh[i]), 1e-5f) << "step " << i;
+    EXPECT_LE(MaxAbsDiff(la[i], lh[i]), 1e-5f) << "step " << i;
+  }
+  EXPECT_EQ(all->cold()->store().pages(), 0u);  // Greedy's sequence is gone
+  // A synthetic context on disk decodes, and its pages count against the cold store.
+  auto seq = all->NewSequence();
+  ASSERT_TRUE(seq.ok());
+  ASSERT_TRUE(all->FillSynthetic(**seq, 700, 3).ok());
+  EXPECT_EQ(all->cold()->store().pages(), 5u * all->hparams().n_layers * all->hparams().n_kv_heads);
+  std::vector<float> logits;
+  const int32_t t = 5;
+  Status s = all->Forward(**seq, {&t, 1}, (*seq)->n_tokens(), true, &logits);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
 }
 
 // FillSynthetic: a long synthetic context decodes to finite logits, and the pool holds its pages.

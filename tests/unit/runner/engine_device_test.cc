@@ -8,6 +8,7 @@
 #include "engine/runner/engine.h"
 #include "tests/unit/engine/test_paths.h"
 #include "tests/unit/runner/engine_test_util.h"
+#include "tests/unit/storage/storage_test_util.h"
 
 namespace tq::engine {
 namespace {
@@ -89,6 +90,14 @@ TEST(EngineDeviceTest, CudaRunsOrSaysWhyNot) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument) << bad.status().ToString();
   o.gpu_warm_fraction = 0.25;
+  o.gpu_cold_fraction = 0.25;  // without a cold directory
+  auto no_dir = Engine::Create(o);
+  ASSERT_FALSE(no_dir.ok());
+  EXPECT_EQ(no_dir.status().code(), StatusCode::kInvalidArgument) << no_dir.status().ToString();
+  EXPECT_NE(no_dir.status().message().find("cold directory"), std::string::npos)
+      << no_dir.status().ToString();
+  storage::testing::TempDir dir;
+  o.kv_store.cold_dir = dir.path();
   auto e = Engine::Create(o);
   if (!e.ok()) {
     // No CUDA in the build, or no driver or device: Unavailable, saying which.
