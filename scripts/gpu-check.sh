@@ -45,7 +45,7 @@ fi
 if [ -x .gpu/bin/tqserve ]; then
   # The CLI a user runs: one generation on the GPU path.
   run generate_cuda .gpu/bin/tqserve generate --device cuda --kv-k tq4 --kv-v tq4 -m /tmp/smollm2-synthetic.gguf \
-    -p "<t1><t2><t3>" -n 16 --ctx-size 2048
+    -p "hello world" -n 16 --ctx-size 2048
 fi
 run attention_bench .gpu/bin/tq_gpu_attention_bench --reps "$reps" --json "$out/attention.json"
 if [ -x .gpu/bin/tq_gpu_decode_bench ]; then

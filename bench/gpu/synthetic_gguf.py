@@ -24,6 +24,13 @@ TYPE_F32, TYPE_F16 = 0, 1
 ALIGN = 32
 
 
+
+def vocab_tokens(vocab):
+    """<unk>, <s>, </s>, the SentencePiece space and single letters and digits (so a text prompt such as
+    "hello world" tokenizes), then placeholders <tN>."""
+    spelled = ["<unk>", "<s>", "</s>", "\u2581"] + list("abcdefghijklmnopqrstuvwxyz0123456789")
+    return spelled + [f"<t{i}>" for i in range(len(spelled), vocab)]
+
 def put_str(out, s):
     b = s.encode()
     out += struct.pack("<Q", len(b)) + b
@@ -99,7 +106,7 @@ def main():
         (kv_f32, "llama.attention.layer_norm_rms_epsilon", 1e-5),
         (kv_f32, "llama.rope.freq_base", 100000.0),
         (kv_str, "tokenizer.ggml.model", "llama"),
-        (kv_str_array, "tokenizer.ggml.tokens", [f"<t{i}>" for i in range(vocab)]),
+        (kv_str_array, "tokenizer.ggml.tokens", vocab_tokens(vocab)),
     ]:
         fn(kvs, k, v)
         n_kv += 1
