@@ -51,6 +51,10 @@ run attention_bench .gpu/bin/tq_gpu_attention_bench --reps "$reps" --json "$out/
 if [ -x .gpu/bin/tq_gpu_decode_bench ]; then
   run decode_bench .gpu/bin/tq_gpu_decode_bench --model /tmp/smollm2-synthetic.gguf --ctx 8192,32768 \
     --formats f16,int8,tq4 --steps "$reps" --json "$out/decode.json"
+  # The tiers: half the heads' pages in pinned RAM, then a quarter on disk (read a layer ahead each step).
+  run decode_bench_tiers .gpu/bin/tq_gpu_decode_bench --model /tmp/smollm2-synthetic.gguf --ctx 8192 \
+    --formats tq4 --steps "$reps" --warm-fraction 0.5 --cold-fraction 0.25 --cold-dir /tmp/tq-gpu-cold \
+    --json "$out/decode_tiers.json"
 fi
 # Nsight Compute on one split kernel per KV format (TQ_GPU_PROFILE=1; counters need a runtime that exposes them).
 if [ "${TQ_GPU_PROFILE:-0}" = 1 ] && command -v ncu > /dev/null; then

@@ -1,9 +1,10 @@
-// Decode speed of the GPU forward pass (engine/gpu/gpu_model.h) per KV format at long contexts: the sequence is
-// filled with synthetic KV (GpuModel::FillSynthetic), then single-token decode steps are timed with CUDA events,
-// the whole step and its attention calls alone. Prints a table (and JSON with --json); without a GPU it prints
-// the reason and "skipped: no GPU" and exits 0.
+// Decode speed of the GPU forward pass (engine/gpu/gpu_model.h) per KV format at long contexts: the sequence
+// is filled with synthetic KV (GpuModel::FillSynthetic), then single-token decode steps are timed with CUDA
+// events, the whole step and its attention calls alone. Prints a table (and JSON with --json); without a GPU
+// it prints the reason and "skipped: no GPU" and exits 0.
 //
 //   tq_gpu_decode_bench --model M.gguf --ctx 8192,32768 --formats f16,int8,tq4 --steps 32 --warm-fraction 0
+//                       [--cold-fraction F --cold-dir DIR]  (that fraction of the heads' pages on disk)
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -49,11 +50,20 @@ void SplitFormat(const std::string& f, GpuModelOptions& o) {
 }
 
 // One format at every context. Returns false (after printing) on an error.
-bool RunFormat(const tq::engine::Model& cpu, const std::string& format, const std::vector<int>& ctxs, int steps,
-               double warm_fraction, std::vector<Row>* rows) {
+struct Tiers {
+  double warm_fraction = 0.0;
+  double cold_fraction = 0.0;
+  std::string cold_dir;
+};
+
+bool RunFormat(const tq::engine::Model& cpu, const std::string& format, const std::vector<int>& ctxs,
+               int steps, const Tiers& tiers, std::vector<Row>* rows) {
   GpuModelOptions o;
   SplitFormat(format, o);
-  o.warm_heads_fraction = warm_fraction;
+  o.warm_heads_fraction = tiers.warm_fraction;
+  o.cold_heads_fraction = tiers.cold_fraction;
+  o.cold.cold_dir = tiers.cold_dir;
+  o.cold.capacity_bytes = uint64_t{64} << 30;
   o.time_attention = true;
   constexpr int kWarmup = 3;
   o.max_tokens = *std::max_element(ctxs.begin(), ctxs.end()) + kWarmup + steps + 1;
@@ -113,13 +123,18 @@ int main(int argc, char** argv) {
   std::vector<int> ctxs = {8192, 32768};
   std::vector<std::string> formats = {"f16", "int8", "tq4"};
   int steps = 32;
-  double warm_fraction = 0.0;
+  Tiers tiers;
   app.add_option("--model", model_path, "GGUF model (default: $TQ_MODEL or the SmolLM2-135M Q4_1 cache path)");
   app.add_option("--ctx", ctxs, "context lengths, comma-separated")->delimiter(',');
   app.add_option("--formats", formats, "KV formats (FMT or KFMT/VFMT), comma-separated")->delimiter(',');
   app.add_option("--steps", steps, "timed decode steps per (context, format)")->check(CLI::Range(1, 100000));
-  app.add_option("--warm-fraction", warm_fraction, "fraction of (layer, KV head) pairs in the warm tier")
+  app.add_option("--warm-fraction", tiers.warm_fraction,
+                 "fraction of (layer, KV head) pairs in the warm tier")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--cold-fraction", tiers.cold_fraction,
+                 "fraction of (layer, KV head) pairs on disk (--cold-dir)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--cold-dir", tiers.cold_dir, "directory of the cold pages' files (removed and rewritten)");
   app.add_option("--json", json_path, "also write the table as JSON here");
   CLI11_PARSE(app, argc, argv);
 
@@ -137,12 +152,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   const tq::engine::HParams& hp = (*cpu)->hparams();
-  std::printf("model: %s (%d layers, %d KV heads, head_dim %d), %d timed steps, warm fraction %.2f\n",
-              hp.name.c_str(), hp.n_layers, hp.n_kv_heads, hp.head_dim, steps, warm_fraction);
+  std::printf(
+      "model: %s (%d layers, %d KV heads, head_dim %d), %d timed steps, warm fraction %.2f, cold %.2f\n",
+      hp.name.c_str(), hp.n_layers, hp.n_kv_heads, hp.head_dim, steps, tiers.warm_fraction,
+      tiers.cold_fraction);
 
   std::vector<Row> rows;
   for (const std::string& f : formats) {
-    if (!RunFormat(**cpu, f, ctxs, steps, warm_fraction, &rows)) return 1;
+    if (!RunFormat(**cpu, f, ctxs, steps, tiers, &rows)) return 1;
   }
   auto f16_of = [&](int ctx) -> const Row* {
     for (const Row& r : rows) {
@@ -167,8 +184,12 @@ int main(int argc, char** argv) {
   }
   std::printf("(x columns: tok/s over f16's, f16's attention ms over this one's, f16's bytes over this one's)\n");
   if (!json_path.empty()) {
-    nlohmann::json doc = {{"gpu", dev->name}, {"model", hp.name}, {"steps", steps},
-                          {"warm_fraction", warm_fraction}, {"rows", out}};
+    nlohmann::json doc = {{"gpu", dev->name},
+                          {"model", hp.name},
+                          {"steps", steps},
+                          {"warm_fraction", tiers.warm_fraction},
+                          {"cold_fraction", tiers.cold_fraction},
+                          {"rows", out}};
     std::ofstream(json_path) << doc.dump(2) << "\n";
   }
   return 0;
