@@ -54,6 +54,7 @@ void ColdPageCache::Erase(uint64_t id) {
       if (it->second.state != State::kReading) cached_bytes_ -= it->second.bytes->size();
       if (it->second.state == State::kReady) ListOf(it->second).erase(it->second.lru);
       entries_.erase(it);
+      removals_.fetch_add(1, std::memory_order_release);
     }
     ops_.push_back({OpKind::kErase, id, nullptr, nullptr});
   }
@@ -191,6 +192,7 @@ void ColdPageCache::FinishReadLocked(uint64_t id, const std::shared_ptr<ReadWait
   if (!status.ok()) {
     ++stats_.read_failures;
     entries_.erase(it);
+    removals_.fetch_add(1, std::memory_order_release);
     return;
   }
   Entry& e = it->second;
@@ -225,6 +227,7 @@ void ColdPageCache::EvictLocked() {
       list->pop_back();
       if (e->second.recyclable) KeepSpareLocked(std::move(e->second.bytes));
       entries_.erase(e);
+      removals_.fetch_add(1, std::memory_order_release);
       ++stats_.evictions;
     }
   }

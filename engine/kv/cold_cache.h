@@ -23,6 +23,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -109,6 +110,9 @@ class ColdPageCache {
   // Blocks until every queued operation reached the disk (tests, shutdown).
   void Flush();
   ColdCacheStats stats() const;
+  // Pages that left the cache so far (evicted, erased, failed reads); any thread. While it stays the same,
+  // every page that was cached (or being read) is still.
+  uint64_t removals() const { return removals_.load(std::memory_order_acquire); }
   const storage::ColdStore& store() const { return *store_; }
   // False once the disk refused space (ENOSPC); the manager stops placing pages here.
   bool admitting() const { return store_->admitting(); }
@@ -164,6 +168,7 @@ class ColdPageCache {
   std::condition_variable done_cv_;  // readers wait for reads; Flush waits for the queue
   std::deque<Op> ops_;
   size_t ops_running_ = 0;  // taken by the I/O thread, not yet done
+  std::atomic<uint64_t> removals_{0};  // bumped under mu_ at every entries_ erase
   bool io_waiting_ = false;  // the I/O thread found ops_ empty and waits (or is about to) for completions;
                              // a miss in Get wakes it (ColdStore::WakeReads)
   std::unordered_map<uint64_t, Entry> entries_;

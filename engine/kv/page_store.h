@@ -181,6 +181,8 @@ class KvPageStore {
 
   KvStoreStats Stats() const;
   bool has_cold_tier() const { return cold_ != nullptr; }
+  // Changes when a page leaves the cold cache (ColdPageCache::removals); 0 without a cold tier.
+  uint64_t cold_removals() const { return cold_ ? cold_->removals() : 0; }
   KvTier home(PrecisionClass cls) const { return chain_[static_cast<int>(cls)].front(); }
   // Blocks until queued cold writes are on disk (tests, benchmarks).
   void FlushCold();

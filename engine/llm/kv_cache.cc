@@ -301,15 +301,36 @@ uint64_t SequenceKv::ReadAheadBytes() const { return store_ != nullptr ? store_-
 
 KvPageStore::PrefetchResult SequenceKv::PrefetchLayer(int layer, int from_position, uint64_t max_bytes) const {
   if (store_ == nullptr || !store_->has_cold_tier() || layer < 0 || layer >= n_layers_) return {};
+  // Read before the requests: a page leaving the cache while they run changes it, and the memo is stale then.
+  const uint64_t removals = store_->cold_removals();
   thread_local std::vector<uint64_t> ids;
-  ids.clear();
   const size_t first_page = static_cast<size_t>(std::max(0, from_position) / kPage);
+  KvPageStore::PrefetchResult all;
+  // Head by head, in page order, within one budget. A head whose pages the cache took before asks only for
+  // its newer ones: with the working set cached, a step makes no lookups here (two hash lookups per cold page
+  // per step, each a cache miss while attention streams the KV).
   for (const HeadPages& h : pages_[layer]) {
-    for (size_t p = std::max(first_page, h.released_pages); p < h.full.size(); ++p) {
+    const size_t from = std::max(first_page, h.released_pages), to = h.full.size();
+    HeadPages::Prefetched& memo = h.prefetched;
+    const bool known = memo.removals == removals && memo.from == from && memo.to <= to &&
+                       memo.bytes <= max_bytes - all.bytes;
+    const size_t start = known ? memo.to : from;
+    const uint64_t known_bytes = known ? memo.bytes : 0;
+    ids.clear();
+    for (size_t p = start; p < to; ++p) {
       if (h.full[p].ram == nullptr) ids.push_back(h.full[p].id);
     }
+    KvPageStore::PrefetchResult r;
+    if (!ids.empty()) r = store_->Prefetch(ids, max_bytes - all.bytes - known_bytes);
+    all.bytes += known_bytes + r.bytes;
+    if (!r.complete) {
+      memo = {};
+      all.complete = false;
+      return all;
+    }
+    memo = {removals, from, to, known_bytes + r.bytes};
   }
-  return ids.empty() ? KvPageStore::PrefetchResult{} : store_->Prefetch(ids, max_bytes);
+  return all;
 }
 
 void SequenceKv::SetPageHash(int page_index, uint64_t hash, uint64_t parent) {

@@ -18,6 +18,7 @@ Status SequenceKv::Demote(int layer, int kv_head) {
   const int d = head_dim_;
   constexpr int kPage = kernels::kPageTokens;
   std::vector<float> x(static_cast<size_t>(kPage) * d);
+  hp.prefetched = {};  // the pages get new ids
   for (size_t page_index = 0; page_index < hp.full.size(); ++page_index) {
     HeadPages::Full& page = hp.full[page_index];
     if (page.released) continue;

@@ -36,6 +36,15 @@ struct SequenceKv::HeadPages {
   std::vector<float> k_offsets;         // [full pages][head_dim]
   std::deque<std::vector<uint8_t>> overflow;  // pages no tier had room for
   int tail_tokens = 0;
+  // Read-ahead memo (PrefetchLayer): every cold page of full[from, to) was taken by the cold cache (cached or
+  // being read) when its removal count was `removals`, `bytes` in all; while the count is unchanged they
+  // still are, and only pages past `to` need asking for. removals = UINT64_MAX: nothing known.
+  struct Prefetched {
+    uint64_t removals = UINT64_MAX;
+    size_t from = 0, to = 0;
+    uint64_t bytes = 0;
+  };
+  mutable Prefetched prefetched;
   // Exact f16 copies (the tail's domain: no key offset, no sink) of compressed pages that filled during the current
   // forward pass. Attention lets a query see its own page through them, as a decode step sees its own tail page, so
   // prefill computes what token-by-token decode computes. Dropped after the layer's attention (FinishLayerPass).

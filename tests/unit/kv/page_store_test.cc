@@ -209,6 +209,29 @@ TEST_P(PageStoreTest, PrefetchHidesSlowReads) {
   EXPECT_EQ(c.misses, 0u);
 }
 
+// cold_removals() (the read-ahead memo's check) moves exactly when a page leaves the cold cache: evictions
+// and releases, not hits or new pages.
+TEST_P(PageStoreTest, ColdRemovalsCountPagesLeavingTheCache) {
+  TQ_SKIP_IF_NO_BACKEND(GetParam());
+  auto s = Open(1, 1, 20, /*cache_bytes=*/8 * (kSparsePage + RecordBytes(0)) + 1000);  // room for 8 pages
+  ASSERT_NE(s, nullptr);
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 8; ++i) ids.push_back(*s->Store(PrecisionClass::kSparse, Bytes(80 + i, kSparsePage)));
+  s->FlushCold();
+  EXPECT_EQ(s->cold_removals(), 0u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(Read(*s, ids[i], kSparsePage), Bytes(80 + i, kSparsePage)) << i;
+  s->Prefetch(ids);
+  EXPECT_EQ(s->cold_removals(), 0u);  // hits and read-ahead of cached pages remove nothing
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(s->Store(PrecisionClass::kSparse, Bytes(90 + i, kSparsePage)).ok());
+  s->FlushCold();
+  const uint64_t evicted = s->Stats().cold_cache.evictions;
+  EXPECT_EQ(evicted, 3u);
+  EXPECT_EQ(s->cold_removals(), evicted);
+  s->Release(ids[0]);  // cached or not, it may have been: a release counts when it was
+  EXPECT_GE(s->cold_removals(), evicted);
+  EXPECT_LE(s->cold_removals(), evicted + 1);
+}
+
 // Decode reads every page of a sequence once per step, in the same order: a cyclic scan. With 12 pages and
 // room for 8, least-recently-used eviction would drop each page just before it is needed (no hits at all);
 // evicting the page used last keeps most of the cache useful.
