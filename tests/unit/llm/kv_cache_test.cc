@@ -3,12 +3,15 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <memory>
 #include <random>
+#include <thread>
 
 #include "kernels/formats/page.h"
+#include "tests/unit/storage/storage_test_util.h"
 
 namespace tq::engine {
 namespace {
@@ -545,6 +548,68 @@ TEST(SequenceKvTest, DemotionReencodesPagesDownAndKeepsAttentionClose) {
   EXPECT_EQ((*store)->Stats().tiers[1].pages, 2u * 4);  // 2 full pages x 4 heads, all SPARSE now (warm tier)
   // The tail keeps filling in the new formats.
   for (int l = 0; l < hp.n_layers; ++l) ASSERT_TRUE(kv.Append(l, n, k.data(), v.data()).ok());
+}
+
+// Read-ahead remembers the pages the cold cache took (SequenceKv::HeadPages::prefetched) and asks only for
+// newer ones while nothing left the cache; once pages were evicted it asks for them again, so attention still
+// finds them read ahead (no synchronous misses).
+TEST(SequenceKvTest, ReadAheadAsksAgainForPagesTheCacheDropped) {
+  storage::testing::TempDir dir;
+  const HParams hp = SmallModel();
+  auto layout = KvLayout::Create(hp, KvSpec{.preset = "uniform:tq4"});
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  const uint64_t page = (*layout)->class_page_bytes()[2] + 4096;  // a page and its record, at most
+  KvStoreOptions tiers;
+  tiers.head_dim = static_cast<uint32_t>(hp.head_dim);
+  tiers.cold_dir = dir.path();
+  tiers.cold_cache_bytes = 10 * page;  // 16 pages in all (2 layers x 2 heads x 4): not all fit
+  auto store = KvPageStore::Open(tiers, (*layout)->class_page_bytes());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  constexpr int kTokens = 4 * kernels::kPageTokens;
+  SequenceKv kv(*layout, kTokens + 1, store->get());
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> g;
+  std::vector<float> k(hp.n_kv_heads * hp.head_dim), v(k.size());
+  for (int pos = 0; pos < kTokens; ++pos) {
+    for (float& x : k) x = g(rng);
+    for (float& x : v) x = g(rng);
+    for (int l = 0; l < hp.n_layers; ++l) ASSERT_TRUE(kv.Append(l, pos, k.data(), v.data()).ok());
+  }
+  (*store)->FlushCold();
+  ASSERT_GT((*store)->cold_removals(), 0u);  // the first pages were evicted as the later ones were written
+  std::vector<uint64_t> layer0;              // ids of layer 0's pages
+  for (int p = 0; p < 4; ++p) {
+    const std::vector<uint64_t> ids = kv.PageIdsAt(p);
+    for (int h = 0; h < hp.n_kv_heads; ++h) layer0.push_back(ids[h]);
+  }
+  auto settle = [&] {  // the reads started by read-ahead land
+    for (uint64_t id : layer0) ASSERT_TRUE((*store)->Pin(id).ok());
+  };
+  const KvPageStore::PrefetchResult first = kv.PrefetchLayer(0, 0, UINT64_MAX);
+  EXPECT_TRUE(first.complete);
+  EXPECT_GT(first.bytes, 0u);
+  settle();
+  // Nothing left the cache since: the same answer, no new reads.
+  const uint64_t reads = (*store)->Stats().cold_cache.read_ios;
+  const uint64_t removals = (*store)->cold_removals();
+  const KvPageStore::PrefetchResult again = kv.PrefetchLayer(0, 0, UINT64_MAX);
+  EXPECT_EQ(again.bytes, first.bytes);
+  EXPECT_EQ((*store)->Stats().cold_cache.read_ios, reads);
+  // Layer 1 pushes layer 0's pages out; read-ahead of layer 0 then reads them again and attention hits.
+  kv.PrefetchLayer(1, 0, UINT64_MAX);
+  for (int p = 0; p < 4; ++p) {
+    const std::vector<uint64_t> ids = kv.PageIdsAt(p);
+    for (int h = 0; h < hp.n_kv_heads; ++h) ASSERT_TRUE((*store)->Pin(ids[hp.n_kv_heads + h]).ok());
+  }
+  ASSERT_GT((*store)->cold_removals(), removals);
+  const ColdCacheStats before = (*store)->Stats().cold_cache;
+  const KvPageStore::PrefetchResult third = kv.PrefetchLayer(0, 0, UINT64_MAX);
+  EXPECT_EQ(third.bytes, first.bytes);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  settle();
+  const ColdCacheStats after = (*store)->Stats().cold_cache;
+  EXPECT_GT(after.read_ios, before.read_ios);
+  EXPECT_EQ(after.misses, before.misses);
 }
 
 TEST(KvLayoutTest, FormatsAndBoundaryLayers) {
