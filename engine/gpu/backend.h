@@ -2,7 +2,8 @@
 // and links the same way with and without TQ_ENABLE_CUDA: without it, Backend::Create answers Unavailable.
 //
 // The engine keeps its scheduling (admission, continuous batching, preemption, sampling); a Backend runs each
-// sequence's tokens of a step and holds their KV in the device pool (hot) and pinned host memory (warm).
+// sequence's tokens of a step and holds their KV in the device pool (hot), pinned host memory (warm) and on
+// disk (cold).
 #pragma once
 
 #include <cstdint>
@@ -12,28 +13,16 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/gpu/model_options.h"
 #include "engine/llm/kv_cache.h"
 #include "engine/llm/model.h"
-#include "storage/cold_store.h"
 
 namespace tq::gpu {
-
-struct BackendOptions {
-  std::string k_format = "f16";  // one K and one V format (kernels/formats names) for every layer and head
-  std::string v_format = "f16";
-  int max_tokens = 0;   // tokens of one sequence at most (the context)
-  int pool_tokens = 0;  // tokens per (layer, KV head) the pools hold across sequences; 0 = max_tokens
-  double warm_heads_fraction = 0;  // of the (layer, KV head) pairs, kept in pinned host memory
-  double cold_heads_fraction =
-      0;  // of the pairs, kept on disk in cold.cold_dir (read per layer into pinned memory)
-  storage::ColdStoreOptions cold;  // max_page_bytes is set by the backend
-};
 
 // The KV of one sequence on the GPU. Destroyed before its Backend; its pages return to the pools.
 class BackendKv {
  public:
   virtual ~BackendKv() = default;
-  virtual int n_tokens() const = 0;    // positions [0, n_tokens) hold KV
   virtual uint64_t bytes() const = 0;  // device and pinned bytes it holds
 };
 
@@ -41,7 +30,8 @@ class Backend {
  public:
   // Uploads the weights of `model` and sets up the pools. Unavailable without CUDA in the build or without a
   // device; InvalidArgument / Unimplemented for formats or models the GPU path does not take.
-  static StatusOr<std::unique_ptr<Backend>> Create(const engine::Model& model, const BackendOptions& options);
+  static StatusOr<std::unique_ptr<Backend>> Create(const engine::Model& model,
+                                                   const GpuModelOptions& options);
   virtual ~Backend() = default;
 
   virtual StatusOr<std::unique_ptr<BackendKv>> NewKv() = 0;

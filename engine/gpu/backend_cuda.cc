@@ -10,7 +10,6 @@ namespace {
 class CudaKv final : public BackendKv {
  public:
   explicit CudaKv(std::unique_ptr<GpuSequence> seq) : seq_(std::move(seq)) {}
-  int n_tokens() const override { return seq_->n_tokens(); }
   uint64_t bytes() const override { return seq_->bytes(); }
   GpuSequence& seq() { return *seq_; }
 
@@ -61,17 +60,9 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 StatusOr<std::unique_ptr<Backend>> Backend::Create(const engine::Model& model,
-                                                   const BackendOptions& options) {
+                                                   const GpuModelOptions& options) {
+  TQ_ASSIGN_OR_RETURN(std::unique_ptr<GpuModel> m, GpuModel::Create(model, options));  // checks, probes
   TQ_ASSIGN_OR_RETURN(DeviceInfo device, ProbeDevice());
-  GpuModelOptions o;
-  o.k_format = options.k_format;
-  o.v_format = options.v_format;
-  o.max_tokens = options.max_tokens;
-  o.pool_tokens = options.pool_tokens;
-  o.warm_heads_fraction = options.warm_heads_fraction;
-  o.cold_heads_fraction = options.cold_heads_fraction;
-  o.cold = options.cold;
-  TQ_ASSIGN_OR_RETURN(std::unique_ptr<GpuModel> m, GpuModel::Create(model, o));
   return std::unique_ptr<Backend>(new CudaBackend(std::move(m), device));
 }
 

@@ -73,6 +73,7 @@ GpuSequence::~GpuSequence() { model_->ReleaseSequence(*this); }
 GpuModel::~GpuModel() = default;
 
 StatusOr<std::unique_ptr<GpuModel>> GpuModel::Create(const engine::Model& cpu, const GpuModelOptions& options) {
+  TQ_RETURN_IF_ERROR(CheckGpuModelOptions(options));
   TQ_RETURN_IF_ERROR(ProbeDevice().status());
   std::unique_ptr<GpuModel> m(new GpuModel());
   m->hp_ = cpu.hparams();
@@ -89,17 +90,6 @@ StatusOr<std::unique_ptr<GpuModel>> GpuModel::Create(const engine::Model& cpu, c
       hp.logit_softcap > 0) {
     return UnimplementedError("GpuModel: architecture '" + std::string(hp.arch->name) +
                               "' is not supported on the GPU yet (llama, mistral and qwen2 are)");
-  }
-  if (options.max_tokens <= 0) return InvalidArgumentError("GpuModel: max_tokens must be positive");
-  if (options.pool_tokens < 0) return InvalidArgumentError("GpuModel: pool_tokens must be >= 0");
-  if (!(options.warm_heads_fraction >= 0.0 && options.warm_heads_fraction <= 1.0)) {
-    return InvalidArgumentError("GpuModel: warm_heads_fraction must be in [0, 1]");
-  }
-  if (!(options.cold_heads_fraction >= 0.0 && options.cold_heads_fraction <= 1.0)) {
-    return InvalidArgumentError("GpuModel: cold_heads_fraction must be in [0, 1]");
-  }
-  if (options.cold_heads_fraction > 0 && options.cold.cold_dir.empty()) {
-    return InvalidArgumentError("GpuModel: cold heads need a cold directory");
   }
   m->q_dim_ = hp.n_heads * hp.head_dim;
   m->kv_dim_ = hp.n_kv_heads * hp.head_dim;

@@ -25,6 +25,7 @@
 #include "common/status.h"
 #include "engine/gpu/cold_pages.h"
 #include "engine/gpu/device_pool.h"
+#include "engine/gpu/model_options.h"
 #include "engine/llm/model.h"
 #include "kernels/cuda/kv_codecs.h"
 #include "kernels/cuda/kv_kernels.h"
@@ -32,23 +33,6 @@
 #include "kernels/formats/codec.h"
 
 namespace tq::gpu {
-
-struct GpuModelOptions {
-  std::string k_format = "f16";  // kernels/formats names
-  std::string v_format = "f16";
-  // KV tokens of one sequence at most (the staging sets of the warm tier hold this many per layer).
-  int max_tokens = 33 * 1024;
-  // Tokens per (layer, KV head) the pools hold across all sequences, rounded up to pages; 0 = max_tokens.
-  int pool_tokens = 0;
-  // Fraction of the (layer, KV head) pairs whose full pages live in the warm tier (spread evenly), in [0, 1].
-  double warm_heads_fraction = 0.0;
-  // Fraction of the pairs whose full pages live on disk (spread evenly; a pair both fractions pick is cold),
-  // in [0, 1]; needs cold.cold_dir. cold.max_page_bytes is set here (one page pair per payload).
-  double cold_heads_fraction = 0.0;
-  storage::ColdStoreOptions cold;
-  // Record events around each layer's attention call (last_attention_ms()).
-  bool time_attention = false;
-};
 
 class GpuModel;
 

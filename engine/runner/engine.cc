@@ -25,15 +25,6 @@ constexpr int kMaxRecomputes = 3;
 StatusOr<std::unique_ptr<gpu::Backend>> CreateGpuBackend(const Model& model, const KvLayout& layout,
                                                          const EngineOptions& options, int ctx_size) {
   TQ_ASSIGN_OR_RETURN(auto formats, gpu::UniformFormats(layout));
-  if (!(options.gpu_warm_fraction >= 0 && options.gpu_warm_fraction <= 1)) {
-    return InvalidArgumentError("gpu_warm_fraction must be in [0, 1]");
-  }
-  if (!(options.gpu_cold_fraction >= 0 && options.gpu_cold_fraction <= 1)) {
-    return InvalidArgumentError("gpu_cold_fraction must be in [0, 1]");
-  }
-  if (options.gpu_cold_fraction > 0 && options.kv_store.cold_dir.empty()) {
-    return InvalidArgumentError("gpu_cold_fraction > 0 needs a cold directory (kv.cold_dir)");
-  }
   const HParams& hp = model.hparams();
   if (hp.sliding_window > 0 && ctx_size > hp.sliding_window) {
     return UnimplementedError("the GPU path has no sliding-window attention; this model's window is " +
@@ -45,7 +36,7 @@ StatusOr<std::unique_ptr<gpu::Backend>> CreateGpuBackend(const Model& model, con
   const double budget = static_cast<double>(options.kv_store.hot_bytes);
   const int64_t pool_tokens =
       std::max<int64_t>(ctx_size, per_token > 0 ? static_cast<int64_t>(budget / per_token) : 0);
-  gpu::BackendOptions o;
+  gpu::GpuModelOptions o;  // checked by Backend::Create before it looks for a device
   o.k_format = formats.first;
   o.v_format = formats.second;
   o.max_tokens = ctx_size;
