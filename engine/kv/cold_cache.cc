@@ -231,6 +231,7 @@ void ColdPageCache::EvictLocked() {
       ++stats_.evictions;
     }
   }
+  if (cached_bytes_ > capacity_) blocked_evictions_.fetch_add(1, std::memory_order_release);
 }
 
 void ColdPageCache::KeepSpareLocked(PageBytes bytes) {

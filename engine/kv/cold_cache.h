@@ -113,6 +113,9 @@ class ColdPageCache {
   // Pages that left the cache so far (evicted, erased, failed reads); any thread. While it stays the same,
   // every page that was cached (or being read) is still.
   uint64_t removals() const { return removals_.load(std::memory_order_acquire); }
+  // Times eviction stopped above the capacity because readers hold the pages it would take; any thread.
+  // Whoever keeps pages pinned from one use to the next lets go when it changes.
+  uint64_t blocked_evictions() const { return blocked_evictions_.load(std::memory_order_acquire); }
   const storage::ColdStore& store() const { return *store_; }
   // False once the disk refused space (ENOSPC); the manager stops placing pages here.
   bool admitting() const { return store_->admitting(); }
@@ -169,6 +172,7 @@ class ColdPageCache {
   std::deque<Op> ops_;
   size_t ops_running_ = 0;  // taken by the I/O thread, not yet done
   std::atomic<uint64_t> removals_{0};  // bumped under mu_ at every entries_ erase
+  std::atomic<uint64_t> blocked_evictions_{0};  // bumped under mu_ (EvictLocked)
   bool io_waiting_ = false;  // the I/O thread found ops_ empty and waits (or is about to) for completions;
                              // a miss in Get wakes it (ColdStore::WakeReads)
   std::unordered_map<uint64_t, Entry> entries_;

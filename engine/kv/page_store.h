@@ -183,6 +183,9 @@ class KvPageStore {
   bool has_cold_tier() const { return cold_ != nullptr; }
   // Changes when a page leaves the cold cache (ColdPageCache::removals); 0 without a cold tier.
   uint64_t cold_removals() const { return cold_ ? cold_->removals() : 0; }
+  // Changes when a page leaves the cold cache or its eviction is blocked by pinned pages
+  // (ColdPageCache::removals, blocked_evictions): pages pinned while it holds still may be kept pinned.
+  uint64_t cold_hold_epoch() const { return cold_ ? cold_->removals() + cold_->blocked_evictions() : 0; }
   KvTier home(PrecisionClass cls) const { return chain_[static_cast<int>(cls)].front(); }
   // Blocks until queued cold writes are on disk (tests, benchmarks).
   void FlushCold();

@@ -738,21 +738,48 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
                          std::to_string(first_pos) + " needs pages released from its sliding window");
   }
   const int kernel_first_pos = first_pos - static_cast<int>(skip_pages) * kPage;
-  // The cold pages (no RAM bytes) pinned together: one visit of the cold cache per head and layer. `pins`
-  // keeps their bytes alive until the kernel is done.
+  // The cold pages (no RAM bytes) pinned together: one visit of the cold cache per head and layer, or none
+  // where the last step's pins are still held (HeadPages::ColdHolds). `pins` keeps their bytes alive until
+  // the kernel is done.
   thread_local std::vector<uint64_t> cold_ids;
-  thread_local std::vector<PinnedPage> pins;
+  thread_local std::vector<PinnedPage> local_pins;
   cold_ids.clear();
   for (size_t pi = skip_pages; pi < hp.full.size(); ++pi) {
     if (hp.full[pi].ram == nullptr) cold_ids.push_back(hp.full[pi].id);
   }
-  pins.assign(cold_ids.size(), PinnedPage{});
-  if (!cold_ids.empty()) {
-    if (Status pinned = store_->PinMany(cold_ids, pins); !pinned.ok()) {
+  std::unique_lock<std::mutex> holds_lock(*hp.holds_mu, std::defer_lock);
+  HeadPages::ColdHolds* holds = !cold_ids.empty() && holds_lock.try_lock() ? &hp.holds : nullptr;
+  std::vector<PinnedPage>& pins = holds != nullptr ? holds->pins : local_pins;
+  bool keep = false;  // pins stay held after this Attend
+  size_t held = 0;    // pins[0, held) are held from the Attend before
+  if (holds != nullptr) {
+    const uint64_t epoch = store_->cold_hold_epoch();
+    keep = epoch == holds->epoch;
+    if (keep && !holds->pins.empty() && holds->ids.size() <= cold_ids.size() &&
+        std::equal(holds->ids.begin(), holds->ids.end(), cold_ids.begin())) {
+      held = holds->ids.size();
+    } else {
+      holds->Drop();
+    }
+    holds->epoch = epoch;
+    holds->ids.assign(cold_ids.begin(), cold_ids.end());
+  }
+  struct Release {  // at every return: the pins not kept let go
+    std::vector<PinnedPage>& pins;
+    const bool& keep;
+    ~Release() {
+      if (!keep) pins.clear();
+    }
+  } release{pins, keep};
+  pins.resize(cold_ids.size());
+  if (held < cold_ids.size()) {
+    const std::span<const uint64_t> ids = std::span<const uint64_t>(cold_ids).subspan(held);
+    if (Status pinned = store_->PinMany(ids, std::span<PinnedPage>(pins).subspan(held)); !pinned.ok()) {
       RecordFault(pinned.WithContext("KV page of layer " + std::to_string(layer) + ", head " +
                                      std::to_string(kv_head)));
       std::fill(out, out + static_cast<size_t>(rows) * group * d, 0.0f);
-      pins.clear();
+      keep = false;
+      if (holds != nullptr) holds->Drop();
       return Status::Ok();
     }
   }
@@ -827,7 +854,6 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
                                                  out + offset, &stats));
     r += n;
   }
-  pins.clear();
   if (!hp.xf.v_scale.empty()) {
     for (size_t r = 0; r < static_cast<size_t>(rows) * group * d; r += d) {
       for (int i = 0; i < d; ++i) out[r + i] *= hp.xf.v_scale[i];
@@ -848,6 +874,7 @@ void SequenceKv::FinishLayerPass(int layer) {
     // pass_end - window + 1: pages that end before that are released.
     const size_t keep_from = static_cast<size_t>(std::max(0, pass_end_len_[layer] - window + 1) / kPage);
     for (HeadPages& h : pages_[layer]) {
+      if (h.released_pages < std::min(keep_from, h.full.size())) h.holds.Drop();
       for (size_t p = h.released_pages; p < std::min(keep_from, h.full.size()); ++p) {
         HeadPages::Full& page = h.full[p];
         if (page.id != 0 && store_ != nullptr) store_->Release(page.id);

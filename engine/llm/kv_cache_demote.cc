@@ -19,6 +19,7 @@ Status SequenceKv::Demote(int layer, int kv_head) {
   constexpr int kPage = kernels::kPageTokens;
   std::vector<float> x(static_cast<size_t>(kPage) * d);
   hp.prefetched = {};  // the pages get new ids
+  hp.holds.Drop();     // and the old bytes go
   for (size_t page_index = 0; page_index < hp.full.size(); ++page_index) {
     HeadPages::Full& page = hp.full[page_index];
     if (page.released) continue;

@@ -4,13 +4,13 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
 #include "common/status.h"
-#include "kernels/formats/codec.h"
-
 #include "engine/llm/kv_cache.h"
+#include "kernels/formats/codec.h"
 
 namespace tq::engine {
 
@@ -45,6 +45,24 @@ struct SequenceKv::HeadPages {
     uint64_t bytes = 0;
   };
   mutable Prefetched prefetched;
+  // Cold pages attention keeps pinned from one step to the next. Pinning visits the cold cache for every page
+  // (hash lookups, the eviction list, a reference count: ~150-250 ns of cache misses each, 5760 pages a step
+  // at 8k context for the default model); held pins are read as they are. They are kept only while the
+  // store's cold_hold_epoch stays as it was at the Attend before, so a cache that evicts every step (a
+  // working set larger than it) never has pages held, and a cache whose eviction finds held pages in its way
+  // gets them back at each head's next Attend. One Attend at a time uses them (holds_mu, tried: chunks of one
+  // sequence's prefill may attend to the same head at once, and the others pin as before).
+  struct ColdHolds {
+    uint64_t epoch = UINT64_MAX;   // cold_hold_epoch at the last Attend
+    std::vector<uint64_t> ids;     // the cold pages pinned then, in order
+    std::vector<PinnedPage> pins;  // pins[i] holds ids[i]; empty when not held
+    void Drop() {
+      ids.clear();
+      pins.clear();
+    }
+  };
+  mutable ColdHolds holds;
+  std::unique_ptr<std::mutex> holds_mu = std::make_unique<std::mutex>();
   // Exact f16 copies (the tail's domain: no key offset, no sink) of compressed pages that filled during the current
   // forward pass. Attention lets a query see its own page through them, as a decode step sees its own tail page, so
   // prefill computes what token-by-token decode computes. Dropped after the layer's attention (FinishLayerPass).

@@ -612,6 +612,88 @@ TEST(SequenceKvTest, ReadAheadAsksAgainForPagesTheCacheDropped) {
   EXPECT_EQ(after.misses, before.misses);
 }
 
+// Attention keeps a head's cold pages pinned from one step to the next while the cold cache loses nothing
+// (HeadPages::ColdHolds): a step with its pages held visits the cache for none of them and computes the same
+// output; once the cache's eviction is blocked by pinned pages, the next step lets go of them and the cache
+// shrinks back to its capacity.
+TEST(SequenceKvTest, AttentionHoldsColdPagesUntilTheCacheNeedsThem) {
+  storage::testing::TempDir dir;
+  const HParams hp = SmallModel();
+  auto layout = KvLayout::Create(hp, KvSpec{.preset = "uniform:tq4"});
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  const uint64_t page = (*layout)->class_page_bytes()[2] + 4096;  // a page and its record, at most
+  KvStoreOptions tiers;
+  tiers.head_dim = static_cast<uint32_t>(hp.head_dim);
+  tiers.cold_dir = dir.path();
+  tiers.cold_cache_bytes = 20 * page;  // a sequence of 16 pages (2 layers x 2 heads x 4) fits, two do not
+  auto store = KvPageStore::Open(tiers, (*layout)->class_page_bytes());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  constexpr int kTokens = 4 * kernels::kPageTokens;
+  std::mt19937_64 rng(9);
+  std::normal_distribution<float> g;
+  std::vector<float> k(hp.n_kv_heads * hp.head_dim), v(k.size());
+  auto fill = [&](SequenceKv& seq, int from, int to) {
+    for (int pos = from; pos < to; ++pos) {
+      for (float& x : k) x = g(rng);
+      for (float& x : v) x = g(rng);
+      for (int l = 0; l < hp.n_layers; ++l) ASSERT_TRUE(seq.Append(l, pos, k.data(), v.data()).ok());
+    }
+    (*store)->FlushCold();
+  };
+  // Another sequence's pages first: the writes of the first push 4 of them out (the cache keeps what was
+  // written last), and the first sequence's 16 stay.
+  SequenceKv other(*layout, kTokens + kernels::kPageTokens + 1, store->get());
+  fill(other, 0, kTokens);
+  SequenceKv kv(*layout, kTokens + 1, store->get());
+  fill(kv, 0, kTokens);
+  const int group = hp.n_heads / hp.n_kv_heads;
+  std::vector<float> q(static_cast<size_t>(group) * hp.head_dim);
+  for (float& x : q) x = g(rng);
+  auto step = [&] {  // a decode step's attention: every head's output
+    std::vector<float> o(q.size() * hp.n_layers * hp.n_kv_heads);
+    for (int l = 0; l < hp.n_layers; ++l) {
+      for (int h = 0; h < hp.n_kv_heads; ++h) {
+        float* out = o.data() + (l * hp.n_kv_heads + h) * q.size();
+        EXPECT_TRUE(kv.Attend(l, h, q.data(), 1, group, kTokens - 1, out, nullptr, nullptr).ok());
+      }
+    }
+    return o;
+  };
+  auto hits = [&] { return (*store)->Stats().cold_cache.prefetch_hits; };
+  uint64_t h0 = hits();
+  const std::vector<float> first = step();  // pinned, let go after (nothing known yet)
+  EXPECT_EQ(hits() - h0, 16u);
+  h0 = hits();
+  const std::vector<float> second = step();  // nothing left the cache since the step before: pinned, held
+  EXPECT_EQ(hits() - h0, 16u);
+  h0 = hits();
+  const std::vector<float> third = step();  // held: no visit of the cache
+  EXPECT_EQ(hits() - h0, 0u);
+  EXPECT_EQ(first, second);
+  EXPECT_EQ(first, third);
+  EXPECT_EQ((*store)->Stats().cold_cache.misses, 0u);
+
+  // The other sequence's pages, pinned by a reader beside the held ones (its 4 pages not cached read back),
+  // overfill the cache: eviction is blocked, takes nothing, and says so through the epoch.
+  const uint64_t removals = (*store)->cold_removals(), epoch = (*store)->cold_hold_epoch();
+  std::vector<uint64_t> other_ids;
+  for (int p = 0; p < 4; ++p) {
+    for (uint64_t id : other.PageIdsAt(p)) other_ids.push_back(id);
+  }
+  std::vector<PinnedPage> reader(other_ids.size());
+  ASSERT_TRUE((*store)->PinMany(other_ids, reader).ok());
+  ASSERT_GT((*store)->Stats().cold_cache.cached_bytes, tiers.cold_cache_bytes);
+  EXPECT_EQ((*store)->cold_removals(), removals);
+  EXPECT_NE((*store)->cold_hold_epoch(), epoch);
+  reader.clear();
+  h0 = hits();
+  EXPECT_EQ(step(), first);  // the epoch moved: pinned again, let go after
+  EXPECT_EQ(hits() - h0, 16u);
+  fill(other, kTokens,
+       kTokens + kernels::kPageTokens);  // pages written: eviction runs and reaches the capacity
+  EXPECT_LE((*store)->Stats().cold_cache.cached_bytes, tiers.cold_cache_bytes);
+}
+
 TEST(KvLayoutTest, FormatsAndBoundaryLayers) {
   HParams hp = SmallModel();
   hp.n_layers = 6;
