@@ -242,7 +242,8 @@ def speed_md(rep, plots, md):
     md.append("\n![decode tok/s against context](benchmarks/decode.png)")
     dc = sp.get("decode_cold", {})
     rounds = f", best of {dc['rounds']} rounds of {dc['steps']} steps" if "rounds" in dc else ""
-    md.append(f"\nCold tier (SPARSE pages on disk behind the cold cache; `bench decode --kv-cold-dir`{rounds}):")
+    md.append(f"\nCold tier (SPARSE pages on disk behind the cold cache; `bench decode --kv-cold-dir`{rounds}; "
+              "hits count visits of the cold cache: pages attention holds from the step before count none):")
     if dc.get("rows"):
         md.append("")
         md.append(table(["config", "ctx", "tok/s", "x f16", "x same in RAM", "cold hits/late/misses"],
