@@ -241,7 +241,7 @@ def section_memory(a, s, rep):
 
 
 COLD_SMALL_CACHE = 8 << 20  # bytes: far below the cold pages of one 4096-token sequence
-COLD_PRESETS = ["code", "longdoc", "chat", "uniform:tq4"]  # cold-tier decode rows, beside uniform:f16
+COLD_PRESETS = ["code", "longdoc", "chat", "auto", "uniform:tq4"]  # cold-tier decode rows, beside uniform:f16
 
 
 def section_speed(a, s, rep):
