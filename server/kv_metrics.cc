@@ -112,6 +112,9 @@ std::vector<MetricFamily> KvMetricFamilies(const engine::EngineStats& st) {
          MetricType::Gauge, st.kv_bits_per_value > 0 ? 16.0 / st.kv_bits_per_value : 0.0);
   single("tqserve_kv_prefetch_hits_total", "Cold pages attention found ready in the cold cache", MetricType::Counter,
          static_cast<double>(cc.prefetch_hits));
+  single("tqserve_kv_prefetch_held_total",
+         "Cold pages attention read from pins it kept since the step before (no cold-cache visit)",
+         MetricType::Counter, static_cast<double>(s.cold_held));
   single("tqserve_kv_prefetch_late_total", "Cold pages attention waited for (read in flight)", MetricType::Counter,
          static_cast<double>(cc.prefetch_late));
   single("tqserve_kv_prefetch_misses_total", "Cold pages attention had to read itself", MetricType::Counter,

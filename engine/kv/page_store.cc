@@ -472,6 +472,7 @@ KvStoreStats KvPageStore::Stats() const {
   s.fallbacks = fallbacks_.load();
   s.rehomed = rehomed_.load();
   s.refused = refused_.load();
+  s.cold_held = cold_held_.load();
   return s;
 }
 

@@ -85,6 +85,8 @@ struct KvStoreStats {
   uint64_t fallbacks = 0;  // pages placed outside their class's home tier
   uint64_t rehomed = 0;    // cold pages moved to RAM after a failed write
   uint64_t refused = 0;    // Store calls that found no room anywhere
+  uint64_t cold_held =
+      0;  // cold page reads attention served from pins kept since the step before (no cache visit)
 };
 
 // What a sequence fixes for each (layer, KV head) when the head's first page fills (docs/kv.md): stored values
@@ -186,6 +188,8 @@ class KvPageStore {
   // Changes when a page leaves the cold cache or its eviction is blocked by pinned pages
   // (ColdPageCache::removals, blocked_evictions): pages pinned while it holds still may be kept pinned.
   uint64_t cold_hold_epoch() const { return cold_ ? cold_->removals() + cold_->blocked_evictions() : 0; }
+  // Counts cold page reads served from pins kept since the step before (KvStoreStats::cold_held); any thread.
+  void CountHeld(uint64_t pages) const { cold_held_.fetch_add(pages, std::memory_order_relaxed); }
   KvTier home(PrecisionClass cls) const { return chain_[static_cast<int>(cls)].front(); }
   // Blocks until queued cold writes are on disk (tests, benchmarks).
   void FlushCold();
@@ -230,6 +234,7 @@ class KvPageStore {
   std::array<uint64_t, 3> cold_page_slots_{};  // cold slots the largest page of each class takes
   std::array<std::atomic<uint64_t>, 3> class_pages_{}, class_bytes_{};
   std::atomic<uint64_t> fallbacks_{0}, rehomed_{0}, refused_{0};
+  mutable std::atomic<uint64_t> cold_held_{0};
   std::vector<RecoveredPage> recovered_;
 
   mutable std::mutex events_mu_;

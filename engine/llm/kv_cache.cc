@@ -771,6 +771,7 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
       if (!keep) pins.clear();
     }
   } release{pins, keep};
+  if (held > 0) store_->CountHeld(held);
   pins.resize(cold_ids.size());
   if (held < cold_ids.size()) {
     const std::span<const uint64_t> ids = std::span<const uint64_t>(cold_ids).subspan(held);

@@ -107,7 +107,7 @@ int Run(const DecodeArgs& a) {
   std::vector<std::vector<double>> tps(cols.size(), std::vector<double>(contexts.size()));
   for (size_t ci = 0; ci < contexts.size(); ++ci) {
     std::vector<engine::ColdCacheStats> before(cols.size());
-    std::vector<uint64_t> before_read(cols.size());
+    std::vector<uint64_t> before_read(cols.size()), before_held(cols.size());
     for (size_t k = 0; k < cols.size(); ++k) {
       Column& c = cols[k];
       if (Status s = Prefill(**model, *c.kv, tokens, contexts[ci], pool); !s.ok()) return Fail(s, kExitFailure);
@@ -115,6 +115,7 @@ int Run(const DecodeArgs& a) {
       const engine::KvStoreStats st = c.store->Stats();
       before[k] = st.cold_cache;
       before_read[k] = st.tiers[2].io.read_bytes;
+      before_held[k] = st.cold_held;
       c.best = 0;
       c.seconds = 0;
     }
@@ -149,21 +150,27 @@ int Run(const DecodeArgs& a) {
       } else {
         std::fprintf(stderr, "%s at %d: %.1f tok/s\n", c.name.c_str(), contexts[ci], c.best);
       }
-      rows.push_back({{"config", c.name}, {"format", c.format}, {"cold", c.on_disk}, {"ctx", contexts[ci]},
-                      {"tokens_per_second", c.best}, {"kv_bits_per_value", c.layout->bits_per_value()},
-                      {"kv_bytes", c.kv->bytes()},
-                      {"bytes_by_tier", {{"hot", st.tiers[0].bytes}, {"warm", st.tiers[1].bytes},
-                                         {"cold", st.tiers[2].bytes}}},
-                      {"cold_cache_bytes", a.model.store.cold_cache_bytes},
-                      {"cold_cache_hits", cc.prefetch_hits - before[k].prefetch_hits},
-                      {"cold_cache_late", cc.prefetch_late - before[k].prefetch_late},
-                      {"cold_cache_misses", cc.misses - before[k].misses},
-                      {"cold_stall_seconds", static_cast<double>(cc.stall_ns - before[k].stall_ns) * 1e-9},
-                      {"cold_read_ios", read_ios},
-                      {"cold_read_bytes", read_bytes},
-                      {"timed_steps", a.steps * a.rounds},
-                      {"cold_read_bytes_per_second", c.seconds > 0 ? static_cast<double>(read_bytes) / c.seconds : 0.0},
-                      {"ratio_vs_first", c.best / tps[0][ci]}});
+      rows.push_back(
+          {{"config", c.name},
+           {"format", c.format},
+           {"cold", c.on_disk},
+           {"ctx", contexts[ci]},
+           {"tokens_per_second", c.best},
+           {"kv_bits_per_value", c.layout->bits_per_value()},
+           {"kv_bytes", c.kv->bytes()},
+           {"bytes_by_tier",
+            {{"hot", st.tiers[0].bytes}, {"warm", st.tiers[1].bytes}, {"cold", st.tiers[2].bytes}}},
+           {"cold_cache_bytes", a.model.store.cold_cache_bytes},
+           {"cold_cache_hits", cc.prefetch_hits - before[k].prefetch_hits},
+           {"cold_held", st.cold_held - before_held[k]},
+           {"cold_cache_late", cc.prefetch_late - before[k].prefetch_late},
+           {"cold_cache_misses", cc.misses - before[k].misses},
+           {"cold_stall_seconds", static_cast<double>(cc.stall_ns - before[k].stall_ns) * 1e-9},
+           {"cold_read_ios", read_ios},
+           {"cold_read_bytes", read_bytes},
+           {"timed_steps", a.steps * a.rounds},
+           {"cold_read_bytes_per_second", c.seconds > 0 ? static_cast<double>(read_bytes) / c.seconds : 0.0},
+           {"ratio_vs_first", c.best / tps[0][ci]}});
       if (c.on_disk) rows.back()["ratio_vs_ram"] = c.best / tps[k - 1][ci];
     }
   }

@@ -667,8 +667,10 @@ TEST(SequenceKvTest, AttentionHoldsColdPagesUntilTheCacheNeedsThem) {
   const std::vector<float> second = step();  // nothing left the cache since the step before: pinned, held
   EXPECT_EQ(hits() - h0, 16u);
   h0 = hits();
+  const uint64_t held0 = (*store)->Stats().cold_held;
   const std::vector<float> third = step();  // held: no visit of the cache
   EXPECT_EQ(hits() - h0, 0u);
+  EXPECT_EQ((*store)->Stats().cold_held - held0, 16u);
   EXPECT_EQ(first, second);
   EXPECT_EQ(first, third);
   EXPECT_EQ((*store)->Stats().cold_cache.misses, 0u);
