@@ -225,9 +225,26 @@ constexpr int kVectorRegs = 16;
 // accumulators would not stay in registers beside the G broadcast queries, the code table (two registers) and
 // three temporaries. Spilled accumulators put a store and a reload into every FMA chain (AVX2, G = 3: twelve
 // accumulators, four spilled; sized this way tq3 decode attention went from 1.24-1.29x to 1.38-1.44x f16).
+// With 16 registers (AVX2 has no embedded broadcast) the f16 and int8 scores read the query as FMA memory
+// operands from a copy broadcast to [G][head_dim][kN] floats instead of holding G broadcast registers, which
+// leaves room for two groups per pass (12 accumulators for G = 3, one FMA each per coordinate: the chains no
+// longer wait on the FMA latency). The code paths keep broadcast registers: their lookups need the registers,
+// and two groups per pass measured slower there.
+constexpr bool kBroadcastQ = kVectorRegs == 16;
+
+// p, as a value the compiler cannot see through: loads through it are not merged with earlier loads of the
+// same address. Where FMA memory operands are meant (kBroadcastQ's queries, AccumulatePlain's weights),
+// merged loads are held in registers, and the compiler then spills accumulators instead.
+HWY_INLINE const float* Opaque(const float* p) {
+  asm("" : "+r"(p));
+  return p;
+}
+
 template <int G, bool kCodes>
 constexpr int ScoreGroupsPerPass() {
-  constexpr int kFree = kVectorRegs - G - (kCodes ? 2 : 0) - 3;
+  // Registers left for accumulators: less the broadcast queries (none for the plain rows with kBroadcastQ),
+  // the code table (two registers) and three temporaries.
+  constexpr int kFree = kVectorRegs - (kCodes ? G + 2 : (kBroadcastQ ? 0 : G)) - 3;
   int n = kGroupsPerPass;
   while (n > 1 && G * n * static_cast<int>(kBlocks) > kFree) n /= 2;
   return n;
@@ -295,14 +312,17 @@ HWY_INLINE void ScoreCodes(const uint8_t* seg, size_t group_bytes, int dims, con
   }
 }
 
-// f16 (kHalf) or int8 rows: 16 values per coordinate and group.
+// f16 (kHalf) or int8 rows: 16 values per coordinate and group. q[g]: the query from the segment's first
+// coordinate on, broadcast ([dims][kN]) where kBroadcastQ.
 template <int G, int kGroups, bool kHalf>
 HWY_INLINE void ScorePlain(const uint8_t* seg, size_t group_bytes, int dims, const float* const* q,
                            ScoreAcc<G, kGroups>& acc, PagePrefetch& pf) {
   for (int i = 0; i < dims; ++i) {
     if (i % 4 == 0) pf.Step();
     VF qv[G];
-    for (int g = 0; g < G; ++g) qv[g] = hn::Set(DF(), q[g][i]);
+    if constexpr (!kBroadcastQ) {
+      for (int g = 0; g < G; ++g) qv[g] = hn::Set(DF(), q[g][i]);
+    }
     for (int j = 0; j < kGroups; ++j) {
       const uint8_t* rows = seg + j * group_bytes;
       for (size_t b = 0; b < kBlocks; ++b) {
@@ -314,7 +334,11 @@ HWY_INLINE void ScorePlain(const uint8_t* seg, size_t group_bytes, int dims, con
           const int8_t* c = reinterpret_cast<const int8_t*>(rows) + i * kGroupTokens + b * kN;
           val = hn::ConvertTo(DF(), hn::PromoteTo(DI(), hn::LoadU(DI8(), c)));
         }
-        for (int g = 0; g < G; ++g) acc[g][j][b] = hn::MulAdd(val, qv[g], acc[g][j][b]);
+        for (int g = 0; g < G; ++g) {
+          // kBroadcastQ: q[g] is the broadcast copy, [i][kN].
+          const VF qg = kBroadcastQ ? hn::LoadU(DF(), Opaque(q[g]) + static_cast<size_t>(i) * kN) : qv[g];
+          acc[g][j][b] = hn::MulAdd(val, qg, acc[g][j][b]);
+        }
       }
     }
   }
@@ -440,45 +464,77 @@ HWY_NOINLINE void AccumulateCodes(const uint8_t* codes, size_t group_bytes, cons
   }
 }
 
-// f16 (kHalf) or int8 values, four coordinates per pass.
+// Coordinates [i0, i0 + kDims) of f16 (kHalf) or int8 values over all active groups, one chain per
+// (coordinate, head); the weights of a block are held in registers for the kDims coordinates where they fit.
+template <int G, bool kHalf, int kDims>
+HWY_INLINE void AccumulatePlainPass(const uint8_t* codes, size_t group_bytes, const CodeSegment& seg, int i0,
+                                    const GroupList& groups, const float* w, float* acc, int head_dim) {
+  const DF df;
+  // Weights held in registers: as many as fit beside the accumulators, the value and a temporary (AVX2: all
+  // for G <= 3, 2 for G = 4); the others are FMA memory operands, loaded again per coordinate.
+  constexpr int kHeld = std::clamp(kVectorRegs - kDims * G - 2, 0, G);
+  VF r[kDims][G];
+  for (int c = 0; c < kDims; ++c) {
+    for (int g = 0; g < G; ++g) r[c][g] = hn::Zero(df);
+  }
+  for (int k = 0; k < groups.count; ++k) {
+    const int grp = groups.index[k];
+    const uint8_t* rows = codes + grp * group_bytes + seg.group_offset;
+    for (size_t b = 0; b < kBlocks; ++b) {
+      const size_t t = static_cast<size_t>(grp) * kGroupTokens + b * kN;
+      VF wv[G];
+      for (int g = 0; g < kHeld; ++g) wv[g] = hn::LoadU(df, w + g * kPageTokens + t);
+      const float* wt = w + t;
+      for (int c = 0; c < kDims; ++c) {
+        const int i = i0 + c;
+        wt = Opaque(wt);
+        VF val;
+        if constexpr (kHalf) {
+          const hwy::float16_t* h = reinterpret_cast<const hwy::float16_t*>(rows) + i * kGroupTokens + b * kN;
+          val = hn::PromoteTo(df, hn::LoadU(DH(), h));
+        } else {
+          const int8_t* c8 = reinterpret_cast<const int8_t*>(rows) + i * kGroupTokens + b * kN;
+          val = hn::ConvertTo(df, hn::PromoteTo(DI(), hn::LoadU(DI8(), c8)));
+        }
+        for (int g = 0; g < G; ++g) {
+          r[c][g] = hn::MulAdd(val, g < kHeld ? wv[g] : hn::LoadU(df, wt + g * kPageTokens), r[c][g]);
+        }
+      }
+    }
+  }
+  for (int c = 0; c < kDims; ++c) {
+    for (int g = 0; g < G; ++g) {
+      float* a = acc + (static_cast<size_t>(g) * head_dim + i0 + c) * kN;
+      hn::StoreU(hn::Add(hn::LoadU(df, a), r[c][g]), df, a);
+    }
+  }
+}
+
+// Coordinates per AccumulatePlainPass: 4 with 32 registers; with 16, 3 (12 accumulators for G = 4; for G = 3,
+// 9 and all 3 weights held). Four coordinates and G = 3 on AVX2 left the compiler one register short (12 + 3
+// weights + the value): it spilled an accumulator, a store and a reload in that chain (f16 decode attention,
+// L2-resident: 15.8 -> 14.4 ns/token on Zen 3 with 3 + 3 + 2).
+template <int G>
+constexpr int PlainPassDims() {
+  return kVectorRegs >= 32 ? 4 : 3;
+}
+
+// f16 (kHalf) or int8 values, in passes of PlainPassDims coordinates (a segment's 8-coordinate blocks as 4 +
+// 4 or 3 + 3 + 2).
 template <int G, bool kHalf>
 HWY_NOINLINE void AccumulatePlain(const uint8_t* codes, size_t group_bytes, const CodeSegment& seg,
                                   const GroupList& groups, const float* w, float* acc, int head_dim,
                                   PagePrefetch& pf) {
-  const DF df;
-  constexpr int kDims = 4;
-  for (int i0 = 0; i0 < seg.dims; i0 += kDims) {
-    pf.Step();
-    VF r[kDims][G];
-    for (int c = 0; c < kDims; ++c) {
-      for (int g = 0; g < G; ++g) r[c][g] = hn::Zero(df);
+  constexpr int kDims = PlainPassDims<G>();
+  assert(seg.dims % 8 == 0);
+  for (int i8 = 0; i8 < seg.dims; i8 += 8) {
+    int i0 = i8;
+    for (; i0 + kDims <= i8 + 8; i0 += kDims) {
+      pf.Step();
+      AccumulatePlainPass<G, kHalf, kDims>(codes, group_bytes, seg, i0, groups, w, acc, head_dim);
     }
-    for (int k = 0; k < groups.count; ++k) {
-      const int grp = groups.index[k];
-      const uint8_t* rows = codes + grp * group_bytes + seg.group_offset;
-      for (size_t b = 0; b < kBlocks; ++b) {
-        const size_t t = static_cast<size_t>(grp) * kGroupTokens + b * kN;
-        VF wv[G];
-        for (int g = 0; g < G; ++g) wv[g] = hn::LoadU(df, w + g * kPageTokens + t);
-        for (int c = 0; c < kDims; ++c) {
-          const int i = i0 + c;
-          VF val;
-          if constexpr (kHalf) {
-            const hwy::float16_t* h = reinterpret_cast<const hwy::float16_t*>(rows) + i * kGroupTokens + b * kN;
-            val = hn::PromoteTo(df, hn::LoadU(DH(), h));
-          } else {
-            const int8_t* c8 = reinterpret_cast<const int8_t*>(rows) + i * kGroupTokens + b * kN;
-            val = hn::ConvertTo(df, hn::PromoteTo(DI(), hn::LoadU(DI8(), c8)));
-          }
-          for (int g = 0; g < G; ++g) r[c][g] = hn::MulAdd(val, wv[g], r[c][g]);
-        }
-      }
-    }
-    for (int c = 0; c < kDims; ++c) {
-      for (int g = 0; g < G; ++g) {
-        float* a = acc + (static_cast<size_t>(g) * head_dim + i0 + c) * kN;
-        hn::StoreU(hn::Add(hn::LoadU(df, a), r[c][g]), df, a);
-      }
+    if constexpr (8 % kDims != 0) {
+      AccumulatePlainPass<G, kHalf, 8 % kDims>(codes, group_bytes, seg, i0, groups, w, acc, head_dim);
     }
   }
 }
@@ -546,8 +602,10 @@ HWY_NOINLINE void ScoreSegment(const Plan& plan, const PlannedPage& page, const 
 
 // scores: [G][kPageTokens], filled for the page's first `groups` groups (scaled by plan.scale); entries past
 // `groups` may be written too (pages are always full size; the extra scores are ignored).
+// qb: per domain, the chunk's queries broadcast ([G][d][kN]) where kBroadcastQ, for the plain segments.
 template <int G>
-void ScorePage(const Plan& plan, const PlannedPage& page, int q0, int groups, float* scores, PagePrefetch& pf) {
+void ScorePage(const Plan& plan, const PlannedPage& page, int q0, int groups,
+               const std::vector<std::vector<float>>& qb, float* scores, PagePrefetch& pf) {
   const int d = plan.head_dim;
   const KvCodec& codec = *page.k_codec;
   const CodeLayout& layout = codec.layout();
@@ -555,7 +613,11 @@ void ScorePage(const Plan& plan, const PlannedPage& page, int q0, int groups, fl
     const CodeSegment& seg = layout.segments[s];
     const float* q[G];
     for (int g = 0; g < G; ++g) {
-      q[g] = plan.domains[page.k_domains[s]].q.data() + static_cast<size_t>(q0 + g) * d + seg.first;
+      if (kBroadcastQ && seg.domain == CodeDomain::kPlain) {
+        q[g] = qb[page.k_domains[s]].data() + (static_cast<size_t>(g) * d + seg.first) * kN;
+      } else {
+        q[g] = plan.domains[page.k_domains[s]].q.data() + static_cast<size_t>(q0 + g) * d + seg.first;
+      }
     }
     if (seg.domain == CodeDomain::kPlain) {
       ScoreSegment<G, false>(plan, page, seg, Lut{}, q, groups, s == 0, scores, pf);
@@ -675,6 +737,17 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
   const int d = plan.head_dim;
   // acc[domain]: [G][d][kN] lane-wise partial sums.
   std::vector<std::vector<float>> acc(plan.domains.size(), std::vector<float>(static_cast<size_t>(G) * d * kN));
+  // qb[domain]: [G][d][kN], the chunk's queries broadcast (kBroadcastQ).
+  std::vector<std::vector<float>> qb(kBroadcastQ ? plan.domains.size() : 0);
+  for (size_t dom = 0; dom < qb.size(); ++dom) {
+    qb[dom].resize(static_cast<size_t>(G) * d * kN);
+    for (int g = 0; g < G; ++g) {
+      for (int i = 0; i < d; ++i) {
+        const VF v = hn::Set(df, plan.domains[dom].q[static_cast<size_t>(q0 + g) * d + i]);
+        hn::StoreU(v, df, qb[dom].data() + (static_cast<size_t>(g) * d + i) * kN);
+      }
+    }
+  }
   alignas(64) float scores[G * kPageTokens];
   alignas(64) float p[G * kPageTokens];
   double m[G], l[G];
@@ -698,7 +771,7 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
     const int groups = (n + kGroupTokens - 1) / kGroupTokens;
     PagePrefetch pf;
     if (next != nullptr) StartPrefetch<G>(pf, next->k, next->k_codec, next->num_tokens, true, groups);
-    ScorePage<G>(plan, page, q0, groups, scores, pf);
+    ScorePage<G>(plan, page, q0, groups, qb, scores, pf);
     pf.Finish();
     VF vm[G];
     for (int g = 0; g < G; ++g) {
