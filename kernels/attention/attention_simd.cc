@@ -50,7 +50,8 @@ struct Lut {
   const float* table256 = nullptr;
   VF lo, hi;  // table16[0..kN) and table16[kN..2kN) where they fit in registers
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
-  __m128i half_lo, half_hi;  // low and high bytes of the 16 entries as binary16 (exact: Codebook's tables are)
+  // Low and high bytes of the 16 entries as binary16 (exact: Codebook's tables are), in both 128-bit lanes.
+  __m256i half_lo, half_hi;
 #endif
 };
 
@@ -70,8 +71,8 @@ Lut MakeLut(const std::vector<float>& table) {
   const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   const __m128i a = _mm_shuffle_epi8(_mm256_cvtps_ph(lut.lo.raw, _MM_FROUND_TO_NEAREST_INT), split);
   const __m128i b = _mm_shuffle_epi8(_mm256_cvtps_ph(lut.hi.raw, _MM_FROUND_TO_NEAREST_INT), split);
-  lut.half_lo = _mm_unpacklo_epi64(a, b);
-  lut.half_hi = _mm_unpackhi_epi64(a, b);
+  lut.half_lo = _mm256_broadcastsi128_si256(_mm_unpacklo_epi64(a, b));
+  lut.half_hi = _mm256_broadcastsi128_si256(_mm_unpackhi_epi64(a, b));
 #endif
   return lut;
 }
@@ -125,25 +126,26 @@ struct PagePrefetch {
 };
 
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
-// AVX2 lookups of 4-bit codes, 16 tokens at a time: a byte per token holds the code index (bits 0-3; bit 7
-// clear), two byte shuffles give the binary16 entries' low and high bytes, interleaved they are 8 halves
-// per block, converted by one vcvtph2ps. v[b] = table[index] for tokens [8b, 8b + 8).
-HWY_INLINE void DecodeIndexRow(const Lut& lut, __m128i idx, VF v[2]) {
-  const __m128i lo = _mm_shuffle_epi8(lut.half_lo, idx);
-  const __m128i hi = _mm_shuffle_epi8(lut.half_hi, idx);
-  v[0] = VF{_mm256_cvtph_ps(_mm_unpacklo_epi8(lo, hi))};
-  v[1] = VF{_mm256_cvtph_ps(_mm_unpackhi_epi8(lo, hi))};
-}
-
+// AVX2 lookups of 4-bit codes: the unit row of a group (16 bytes, one per token: coordinate 0 in bits 0-3,
+// coordinate 1 in bits 4-7) is loaded into both 128-bit lanes, coordinate 0's indices kept in the low lane
+// and coordinate 1's in the high one; two byte shuffles give the binary16 entries' low and high bytes of all
+// 32 codes, two unpacks interleave them, and one vcvtph2ps per 8 values converts. v[c][b] = table[code of
+// coordinate c] for tokens [8b, 8b + 8). (Per 32 codes: 2 shuffles and 2 unpacks where a lane per coordinate
+// took 4 and 4.)
 HWY_INLINE __m128i LoadRow(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 
-// 4-bit code indices of coordinate K (0: low nibbles, 1: high nibbles) of unit u for the 16 tokens of a group,
-// one byte each. The 16-bit shift brings the neighbouring byte's bits in; the mask removes them.
-template <int K>
-HWY_INLINE __m128i IndexRow(const uint8_t* seg, int u) {
-  static_assert(K < 2);
-  const __m128i row = LoadRow(seg + static_cast<size_t>(u) * kGroupTokens);
-  return _mm_and_si128(_mm_srli_epi16(row, 4 * K), _mm_set1_epi8(0x0F));
+HWY_INLINE void DecodeUnit4(const Lut& lut, const uint8_t* row, VF v[2][2]) {
+  const __m256i r = _mm256_broadcastsi128_si256(LoadRow(row));
+  const __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(r, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                                       _mm256_set1_epi8(0x0F));
+  const __m256i lo = _mm256_shuffle_epi8(lut.half_lo, idx);
+  const __m256i hi = _mm256_shuffle_epi8(lut.half_hi, idx);
+  const __m256i h0 = _mm256_unpacklo_epi8(lo, hi);  // [coordinate 0, tokens 0-7 | coordinate 1, tokens 0-7]
+  const __m256i h1 = _mm256_unpackhi_epi8(lo, hi);  // tokens 8-15
+  v[0][0] = VF{_mm256_cvtph_ps(_mm256_castsi256_si128(h0))};
+  v[1][0] = VF{_mm256_cvtph_ps(_mm256_extracti128_si256(h0, 1))};
+  v[0][1] = VF{_mm256_cvtph_ps(_mm256_castsi256_si128(h1))};
+  v[1][1] = VF{_mm256_cvtph_ps(_mm256_extracti128_si256(h1, 1))};
 }
 
 // 4-bit codes only: the byte-shuffle lookup of 3-bit codes (indices put together from the two planes) measured
@@ -273,21 +275,21 @@ HWY_INLINE void ScoreUnit(const uint8_t* seg, size_t group_bytes, int dims, int 
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
-// ScoreUnit with the byte-shuffle lookup (kShuffleLookup).
-template <int kBits, int G, int kGroups, int K = 0>
-HWY_INLINE void ScoreUnitShuffled(const uint8_t* seg, size_t group_bytes, int dims, int u, const Lut& lut,
+// ScoreUnit with the byte-shuffle lookup (kShuffleLookup): both coordinates of unit u at once.
+template <int kBits, int G, int kGroups>
+HWY_INLINE void ScoreUnitShuffled(const uint8_t* seg, size_t group_bytes, int, int u, const Lut& lut,
                                   const float* const* q, ScoreAcc<G, kGroups>& acc) {
-  if constexpr (K < UnitDims<kBits>()) {
-    const int i = u * UnitDims<kBits>() + K;
-    for (int j = 0; j < kGroups; ++j) {
-      VF v[kBlocks];
-      DecodeIndexRow(lut, IndexRow<K>(seg + j * group_bytes, u), v);
+  static_assert(kBits == 4 && kBlocks == 2);
+  const int i = u * 2;
+  for (int j = 0; j < kGroups; ++j) {
+    VF v[2][kBlocks];
+    DecodeUnit4(lut, seg + j * group_bytes + static_cast<size_t>(u) * kGroupTokens, v);
+    for (int c = 0; c < 2; ++c) {
       for (int g = 0; g < G; ++g) {
-        const VF qv = hn::Set(DF(), q[g][i]);
-        for (size_t b = 0; b < kBlocks; ++b) acc[g][j][b] = hn::MulAdd(v[b], qv, acc[g][j][b]);
+        const VF qv = hn::Set(DF(), q[g][i + c]);
+        for (size_t b = 0; b < kBlocks; ++b) acc[g][j][b] = hn::MulAdd(v[c][b], qv, acc[g][j][b]);
       }
     }
-    ScoreUnitShuffled<kBits, G, kGroups, K + 1>(seg, group_bytes, dims, u, lut, q, acc);
   }
 }
 #else
@@ -402,10 +404,9 @@ HWY_INLINE void AccumulateUnit(const uint8_t* codes, size_t group_bytes, size_t 
       const uint8_t* seg = codes + grp * group_bytes + seg_offset;
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
       if constexpr (kShuffleLookup<kBits>) {
-        VF v[kP][kBlocks];  // [coordinate][block]
-        static_assert(kP <= 2);
-        DecodeIndexRow(lut, IndexRow<K>(seg, u), v[0]);
-        if constexpr (kP == 2) DecodeIndexRow(lut, IndexRow<K + 1>(seg, u), v[1]);
+        VF v[2][kBlocks];  // [coordinate][block]
+        static_assert(kP == 2 && K == 0);
+        DecodeUnit4(lut, seg + static_cast<size_t>(u) * kGroupTokens, v);
         for (size_t b = 0; b < kBlocks; ++b) {
           const size_t t = static_cast<size_t>(grp) * kGroupTokens + b * kN;
           for (int g = 0; g < G; ++g) {
@@ -697,6 +698,12 @@ HWY_INLINE VF ExpNonPositive(VF x) {
   const VF e_r = hn::MulAdd(hn::MulAdd(t, r, one), r, one);  // 1 + r (1 + r t)
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   const VF y = VF{_mm512_scalef_ps(e_r.raw, n.raw)};
+#elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+  // n is integral in [-126, 0]: the plain truncating conversion is exact (hn::ConvertTo adds an overflow
+  // fix-up).
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n.raw), _mm256_set1_epi32(127)), 23);
+  const VF y = hn::Mul(e_r, VF{_mm256_castsi256_ps(bits)});
 #else
   const VI bits = hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(DI(), n), hn::Set(DI(), 127)));
   const VF y = hn::Mul(e_r, hn::BitCast(df, bits));
@@ -804,7 +811,7 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
     // is >= the threshold and > 0 (keep_min); a group is active where any is kept. Skipped (threshold > 0):
     // the lanes not kept, less the padding and the tokens before the window, counted afterwards.
     unsigned active = 0;
-    size_t kept_lanes = 0;
+    VI kept = hn::Zero(DI());  // lane-wise count of kept numerators (a true mask lane is -1)
     VF sum[G];
     for (int g = 0; g < G; ++g) sum[g] = hn::Zero(df);
     for (int grp = 0; grp < groups; ++grp) {
@@ -815,13 +822,14 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
           const VF e = ExpNonPositive(hn::Sub(hn::LoadU(df, scores + g * kPageTokens + t), vm[g]));
           sum[g] = hn::Add(sum[g], e);
           const auto keep = hn::Ge(e, keep_min);
-          kept_lanes += hn::CountTrue(df, keep);
+          kept = hn::Sub(kept, hn::BitCast(DI(), hn::VecFromMask(df, keep)));
           any = hn::Or(any, keep);
           hn::StoreU(hn::IfThenElseZero(keep, e), df, p + g * kPageTokens + t);
         }
       }
       if (!hn::AllFalse(df, any)) active |= 1u << grp;
     }
+    const size_t kept_lanes = static_cast<size_t>(hn::GetLane(hn::SumOfLanes(DI(), kept)));
     for (int g = 0; g < G; ++g) l[g] += hn::GetLane(hn::SumOfLanes(df, sum[g]));
     if (page.first_value != nullptr && before == 0) {
       if (fix.empty()) fix.assign(static_cast<size_t>(G) * d, 0.0);
