@@ -52,6 +52,10 @@ struct Lut {
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
   // Low and high bytes of the 16 entries as binary16 (exact: Codebook's tables are), in both 128-bit lanes.
   __m256i half_lo, half_hi;
+  // Bytes 2 and 3 of the 16 entries as fp32, in both lanes; used where bf16_exact (bytes 0 and 1 are zero, as
+  // in Codebook's 4-bit tables).
+  __m256i bf_lo, bf_hi;
+  bool bf16_exact = false;
 #endif
 };
 
@@ -73,9 +77,42 @@ Lut MakeLut(const std::vector<float>& table) {
   const __m128i b = _mm_shuffle_epi8(_mm256_cvtps_ph(lut.hi.raw, _MM_FROUND_TO_NEAREST_INT), split);
   lut.half_lo = _mm256_broadcastsi128_si256(_mm_unpacklo_epi64(a, b));
   lut.half_hi = _mm256_broadcastsi128_si256(_mm_unpackhi_epi64(a, b));
+  alignas(16) uint8_t bf[2][16];
+  lut.bf16_exact = true;
+  for (size_t i = 0; i < 16; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &lut.table16[i], sizeof bits);
+    lut.bf16_exact = lut.bf16_exact && (bits & 0xFFFF) == 0;
+    bf[0][i] = static_cast<uint8_t>(bits >> 16);
+    bf[1][i] = static_cast<uint8_t>(bits >> 24);
+  }
+  lut.bf_lo = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(bf[0])));
+  lut.bf_hi = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(bf[1])));
 #endif
   return lut;
 }
+
+// The Luts of the code tables seen in one RunChunk call (its pages share a few codecs), built once each
+// rather than per page and segment (MakeLut was 2.5% of tq4 decode attention). Tables are keyed by address: a
+// codec's tables live as long as the codec, which outlives the call.
+class LutCache {
+ public:
+  const Lut& Get(const std::vector<float>& table) {
+    for (int i = 0; i < used_; ++i) {
+      if (key_[i] == table.data()) return lut_[i];
+    }
+    const int i = used_ < kSlots ? used_++ : kSlots - 1;  // past kSlots tables the last slot is rebuilt
+    key_[i] = table.data();
+    lut_[i] = MakeLut(table);
+    return lut_[i];
+  }
+
+ private:
+  static constexpr int kSlots = 8;
+  const float* key_[kSlots] = {};
+  Lut lut_[kSlots];
+  int used_ = 0;
+};
 
 // table[idx] per lane, idx's low kBits bits (higher bits ignored; kBits == 8: idx in [0, 256)).
 template <int kBits>
@@ -146,6 +183,46 @@ HWY_INLINE void DecodeUnit4(const Lut& lut, const uint8_t* row, VF v[2][2]) {
   v[1][0] = VF{_mm256_cvtph_ps(_mm256_extracti128_si256(h0, 1))};
   v[0][1] = VF{_mm256_cvtph_ps(_mm256_castsi256_si128(h1))};
   v[1][1] = VF{_mm256_cvtph_ps(_mm256_extracti128_si256(h1, 1))};
+}
+
+// The value pass's lookup of the same unit row where the table is bf16_exact: fp32 bytes 2 and 3 by two byte
+// shuffles, placed over two zero bytes by in-lane unpacks. Neither a conversion nor a lane-crossing
+// operation: on Zen 3 this decode beside the pass's 12 FMAs took 2.7-2.8 ns per unit and group where
+// DecodeUnit4 took 3.6-3.8 (bench_decode_ports, BM_Bf16Unit vs BM_Tq4Unit). m[k] = [coordinate 0 | coordinate
+// 1] of tokens [4k, 4k + 4) of the group.
+HWY_INLINE void DecodeUnit4Quads(const Lut& lut, const uint8_t* row, __m256 m[4]) {
+  const __m256i r = _mm256_broadcastsi128_si256(LoadRow(row));
+  const __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(r, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                                       _mm256_set1_epi8(0x0F));
+  const __m256i b2 = _mm256_shuffle_epi8(lut.bf_lo, idx);
+  const __m256i b3 = _mm256_shuffle_epi8(lut.bf_hi, idx);
+  const __m256i h0 = _mm256_unpacklo_epi8(b2, b3);  // top halves of tokens 0-7, per lane
+  const __m256i h1 = _mm256_unpackhi_epi8(b2, b3);  // tokens 8-15
+  const __m256i z = _mm256_setzero_si256();
+  m[0] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, h0));
+  m[1] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, h0));
+  m[2] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, h1));
+  m[3] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, h1));
+}
+
+// The score pass's form of DecodeUnit4Quads: each lane keeps one coordinate, so a token's products stay in
+// one lane. The row's bytes 0-7 go to the low lane and 8-15 to the high one, each twice (low nibbles, then
+// high). m[c][0] = coordinate c of tokens [0, 4) and [8, 12), m[c][1] = of tokens [4, 8) and [12, 16).
+HWY_INLINE void DecodeUnit4Split(const Lut& lut, const uint8_t* row, __m256 m[2][2]) {
+  const __m128i lo = _mm_castpd_si128(_mm_loaddup_pd(reinterpret_cast<const double*>(row)));
+  const __m128i hi = _mm_castpd_si128(_mm_loaddup_pd(reinterpret_cast<const double*>(row + 8)));
+  const __m256i r = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+  const __m256i idx =
+      _mm256_and_si256(_mm256_srlv_epi64(r, _mm256_setr_epi64x(0, 4, 0, 4)), _mm256_set1_epi8(0x0F));
+  const __m256i b2 = _mm256_shuffle_epi8(lut.bf_lo, idx);
+  const __m256i b3 = _mm256_shuffle_epi8(lut.bf_hi, idx);
+  const __m256i h0 = _mm256_unpacklo_epi8(b2, b3);  // coordinate 0: tokens 0-7 | 8-15
+  const __m256i h1 = _mm256_unpackhi_epi8(b2, b3);  // coordinate 1
+  const __m256i z = _mm256_setzero_si256();
+  m[0][0] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, h0));
+  m[0][1] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, h0));
+  m[1][0] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, h1));
+  m[1][1] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, h1));
 }
 
 // 4-bit codes only: the byte-shuffle lookup of 3-bit codes (indices put together from the two planes) measured
@@ -301,6 +378,37 @@ HWY_INLINE void ScoreUnitShuffled(const uint8_t*, size_t, int, int, const Lut&, 
 template <int kBits, int G, int kGroups>
 HWY_INLINE void ScoreCodes(const uint8_t* seg, size_t group_bytes, int dims, const Lut& lut,
                            const float* const* q, ScoreAcc<G, kGroups>& acc, PagePrefetch& pf) {
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+  if constexpr (kShuffleLookup<kBits>) {
+    if (lut.bf16_exact) {
+      // DecodeUnit4Split: acc[g][j][0] sums tokens {0-3, 8-11} of group j, [1] tokens {4-7, 12-15}; put back
+      // in token order once the segment's units are done.
+      for (int u = 0; u < dims / 2; ++u) {
+        pf.Step();
+        for (int j = 0; j < kGroups; ++j) {
+          __m256 m[2][2];
+          DecodeUnit4Split(lut, seg + j * group_bytes + static_cast<size_t>(u) * kGroupTokens, m);
+          for (int g = 0; g < G; ++g) {
+            const VF q0 = hn::Set(DF(), q[g][2 * u]);
+            const VF q1 = hn::Set(DF(), q[g][2 * u + 1]);
+            for (int h = 0; h < 2; ++h) {
+              acc[g][j][h] = hn::MulAdd(VF{m[0][h]}, q0, acc[g][j][h]);
+              acc[g][j][h] = hn::MulAdd(VF{m[1][h]}, q1, acc[g][j][h]);
+            }
+          }
+        }
+      }
+      for (int g = 0; g < G; ++g) {
+        for (int j = 0; j < kGroups; ++j) {
+          const __m256 a = acc[g][j][0].raw, b = acc[g][j][1].raw;
+          acc[g][j][0] = VF{_mm256_permute2f128_ps(a, b, 0x20)};
+          acc[g][j][1] = VF{_mm256_permute2f128_ps(a, b, 0x31)};
+        }
+      }
+      return;
+    }
+  }
+#endif
   if constexpr (kShuffleLookup<kBits>) {
     for (int u = 0; u < dims / UnitDims<kBits>(); ++u) {
       pf.Step();
@@ -449,6 +557,56 @@ HWY_INLINE void AccumulateUnit(const uint8_t* codes, size_t group_bytes, size_t 
   }
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+// The 4-bit value pass with DecodeUnit4Quads (lut.bf16_exact): per unit, two chains per head (quads 0, 2 and
+// 1, 3 of each group), each lane-pair [coordinate 0 | coordinate 1]; the low half is added to coordinate 0's
+// lane-wise sums, the high half to coordinate 1's. wq: [G][2 * kPageTokens], for each 4 tokens of the page
+// their 4 weights twice.
+template <int G>
+HWY_NOINLINE void AccumulateCodes4Quads(const uint8_t* codes, size_t group_bytes, const CodeSegment& seg,
+                                        const GroupList& groups, const Lut& lut, const float* w, float* acc,
+                                        int head_dim, PagePrefetch& pf) {
+  alignas(32) float wq[G * 2 * kPageTokens];
+  for (int k = 0; k < groups.count; ++k) {
+    const int t0 = groups.index[k] * kGroupTokens;
+    for (int g = 0; g < G; ++g) {
+      for (int b = 0; b < 2; ++b) {
+        const __m256 v = _mm256_loadu_ps(w + g * kPageTokens + t0 + 8 * b);
+        float* out = wq + g * 2 * kPageTokens + 2 * (t0 + 8 * b);
+        _mm256_store_ps(out, _mm256_permute2f128_ps(v, v, 0x00));
+        _mm256_store_ps(out + 8, _mm256_permute2f128_ps(v, v, 0x11));
+      }
+    }
+  }
+  float* a = acc + static_cast<size_t>(seg.first) * kN;
+  for (int u = 0; u < seg.dims / 2; ++u) {
+    pf.Step();
+    __m256 r[2][G];
+    for (int g = 0; g < G; ++g) r[0][g] = r[1][g] = _mm256_setzero_ps();
+    for (int k = 0; k < groups.count; ++k) {
+      const int grp = groups.index[k];
+      __m256 m[4];
+      DecodeUnit4Quads(
+          lut, codes + grp * group_bytes + seg.group_offset + static_cast<size_t>(u) * kGroupTokens, m);
+      const float* wg = wq + 2 * grp * kGroupTokens;
+      for (int g = 0; g < G; ++g) {
+        for (int quad = 0; quad < 4; ++quad) {
+          r[quad & 1][g] =
+              _mm256_fmadd_ps(m[quad], _mm256_load_ps(wg + g * 2 * kPageTokens + 8 * quad), r[quad & 1][g]);
+        }
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      const __m256 sum = _mm256_add_ps(r[0][g], r[1][g]);
+      const __m256 zero = _mm256_setzero_ps();
+      float* a0 = a + (static_cast<size_t>(g) * head_dim + 2 * u) * kN;
+      _mm256_storeu_ps(a0, _mm256_add_ps(_mm256_loadu_ps(a0), _mm256_blend_ps(sum, zero, 0xF0)));
+      _mm256_storeu_ps(a0 + kN, _mm256_add_ps(_mm256_loadu_ps(a0 + kN), _mm256_blend_ps(zero, sum, 0xF0)));
+    }
+  }
+}
+#endif
+
 template <int kBits, int G>
 HWY_NOINLINE void AccumulateCodes(const uint8_t* codes, size_t group_bytes, const CodeSegment& seg,
                                   const GroupList& groups, const Lut& lut, const float* w, float* acc,
@@ -457,6 +615,14 @@ HWY_NOINLINE void AccumulateCodes(const uint8_t* codes, size_t group_bytes, cons
   // Segments hold a multiple of 8 coordinates (CodeSegment), so passes of kUnits units (at most 4
   // coordinates) tile them.
   assert(seg.dims % (kUnits * UnitDims<kBits>()) == 0);
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+  if constexpr (kShuffleLookup<kBits>) {
+    if (lut.bf16_exact) {
+      AccumulateCodes4Quads<G>(codes, group_bytes, seg, groups, lut, w, acc, head_dim, pf);
+      return;
+    }
+  }
+#endif
   float* a = acc + static_cast<size_t>(seg.first) * kN;
   for (int u = 0; u < seg.dims / UnitDims<kBits>(); u += kUnits) {
     for (int k = 0; k < kUnits; ++k) pf.Step();
@@ -606,7 +772,7 @@ HWY_NOINLINE void ScoreSegment(const Plan& plan, const PlannedPage& page, const 
 // qb: per domain, the chunk's queries broadcast ([G][d][kN]) where kBroadcastQ, for the plain segments.
 template <int G>
 void ScorePage(const Plan& plan, const PlannedPage& page, int q0, int groups,
-               const std::vector<std::vector<float>>& qb, float* scores, PagePrefetch& pf) {
+               const std::vector<std::vector<float>>& qb, float* scores, PagePrefetch& pf, LutCache& luts) {
   const int d = plan.head_dim;
   const KvCodec& codec = *page.k_codec;
   const CodeLayout& layout = codec.layout();
@@ -623,8 +789,8 @@ void ScorePage(const Plan& plan, const PlannedPage& page, int q0, int groups,
     if (seg.domain == CodeDomain::kPlain) {
       ScoreSegment<G, false>(plan, page, seg, Lut{}, q, groups, s == 0, scores, pf);
     } else {
-      ScoreSegment<G, true>(plan, page, seg, MakeLut(codec.SegmentTable(static_cast<int>(s))), q, groups, s == 0,
-                            scores, pf);
+      ScoreSegment<G, true>(plan, page, seg, luts.Get(codec.SegmentTable(static_cast<int>(s))), q, groups,
+                            s == 0, scores, pf);
     }
   }
 }
@@ -632,7 +798,7 @@ void ScorePage(const Plan& plan, const PlannedPage& page, int q0, int groups,
 // p: [G][kPageTokens] softmax numerators (0 where skipped or past n).
 template <int G>
 void AccumulatePage(const Plan& plan, const PlannedPage& page, unsigned groups, const float* p,
-                    std::vector<std::vector<float>>& acc, PagePrefetch& pf) {
+                    std::vector<std::vector<float>>& acc, PagePrefetch& pf, LutCache& luts) {
   const GroupList list(groups);
   const DF df;
   const int d = plan.head_dim;
@@ -666,7 +832,7 @@ void AccumulatePage(const Plan& plan, const PlannedPage& page, unsigned groups, 
       }
       continue;
     }
-    const Lut lut = MakeLut(codec.SegmentTable(static_cast<int>(s)));
+    const Lut& lut = luts.Get(codec.SegmentTable(static_cast<int>(s)));
     switch (seg.bits) {
       case 1: AccumulateCodes<1, G>(codes, layout.group_bytes, seg, list, lut, w, a, d, pf); break;
       case 2: AccumulateCodes<2, G>(codes, layout.group_bytes, seg, list, lut, w, a, d, pf); break;
@@ -757,6 +923,7 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
   }
   alignas(64) float scores[G * kPageTokens];
   alignas(64) float p[G * kPageTokens];
+  LutCache luts;
   double m[G], l[G];
   std::vector<double> fix;  // [G][d]: sum of weight * first_value (KvPageRef), once a page has one
   for (int g = 0; g < G; ++g) {
@@ -778,7 +945,7 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
     const int groups = (n + kGroupTokens - 1) / kGroupTokens;
     PagePrefetch pf;
     if (next != nullptr) StartPrefetch<G>(pf, next->k, next->k_codec, next->num_tokens, true, groups);
-    ScorePage<G>(plan, page, q0, groups, qb, scores, pf);
+    ScorePage<G>(plan, page, q0, groups, qb, scores, pf, luts);
     pf.Finish();
     VF vm[G];
     for (int g = 0; g < G; ++g) {
@@ -844,7 +1011,7 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
     }
     pf = PagePrefetch{};
     if (next != nullptr) StartPrefetch<G>(pf, next->v, next->v_codec, next->num_tokens, false, groups);
-    if (active != 0) AccumulatePage<G>(plan, page, active, p, acc, pf);
+    if (active != 0) AccumulatePage<G>(plan, page, active, p, acc, pf, luts);
     pf.Finish();
   }
   if (stats != nullptr) {

@@ -13,7 +13,7 @@ namespace tq::kernels {
 struct Codebook {
   int dim = 0;
   int bits = 0;
-  std::vector<float> centroids;   // [2^bits], ascending, symmetric around 0; binary16 values where bits == 4
+  std::vector<float> centroids;   // [2^bits], ascending, symmetric around 0; bfloat16 values where bits == 4
   std::vector<float> boundaries;  // [2^bits - 1], midpoints between neighbouring centroids
   // Expected normalized MSE E||u - c(u)||^2 for a uniform unit vector u in `dim` dimensions: dim * E(t - c(t))^2.
   double expected_mse = 0.0;
