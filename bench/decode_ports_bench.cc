@@ -5,7 +5,11 @@
 //   fma8+cvt4 / +pshufb4 / +add4   8 FMAs interleaved with 4 of the other instruction
 //   f16_unit               one f16 value-pass step of attention: 4 vcvtph2ps from memory + 12 FMAs
 //   tq4_unit               one tq4 value-pass step (DecodeUnit4 + 12 FMAs): broadcast load, vpsrlvd, vpand,
-//                          2 vpshufb, 2 vpunpck, 2 vextracti128, 4 vcvtph2ps + 12 FMAs
+//                          2 vpshufb, 2 vpunpck, 2 vextracti128, 4 vcvtph2ps + 12 FMAs (the binary16 decode)
+//   tq4_decode             tq4_unit without the FMAs; tq4_unit_no_cvt: vpmovzxwd in place of vcvtph2ps
+//   bf16_unit              the bfloat16-table decode the kernel uses (DecodeUnit4Quads): 2 vpshufb, 2 vpunpck*bw,
+//                          4 vpunpck*wd over zero, no lane crossing + 12 FMAs
+//   bytes3_unit            fp32 from three byte tables (exact binary16 tables without bf16 rounding) + 12 FMAs
 // The blocks are inline assembly, so the compiler can neither drop nor reorder them. x86 with AVX2/F16C/FMA only.
 #include <benchmark/benchmark.h>
 
