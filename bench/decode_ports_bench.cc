@@ -1,16 +1,18 @@
-// What the AVX2 decode of KV codes costs beside the FMAs of attention: instruction blocks timed on this CPU, each
-// iteration one block, all blocks measured in one run (compare them side by side; the machine is shared).
+// What the AVX2 decode of KV codes costs beside the FMAs of attention: instruction blocks timed on this CPU,
+// each iteration one block, all blocks measured in one run (compare them side by side; the machine is
+// shared).
 //   fma8 / fma12           8 or 12 independent FMAs (2 per cycle where the core has two FMA pipes)
 //   cvt8, pshufb8          8 vcvtph2ps ymm <- xmm, 8 vpshufb ymm, independent
 //   fma8+cvt4 / +pshufb4 / +add4   8 FMAs interleaved with 4 of the other instruction
 //   f16_unit               one f16 value-pass step of attention: 4 vcvtph2ps from memory + 12 FMAs
-//   tq4_unit               one tq4 value-pass step (DecodeUnit4 + 12 FMAs): broadcast load, vpsrlvd, vpand,
-//                          2 vpshufb, 2 vpunpck, 2 vextracti128, 4 vcvtph2ps + 12 FMAs (the binary16 decode)
+//   tq4_unit               the former tq4 value-pass step, binary16 tables + 12 FMAs: broadcast load,
+//                          vpsrlvd, vpand, 2 vpshufb, 2 vpunpck, 2 vextracti128, 4 vcvtph2ps
 //   tq4_decode             tq4_unit without the FMAs; tq4_unit_no_cvt: vpmovzxwd in place of vcvtph2ps
-//   bf16_unit              the bfloat16-table decode the kernel uses (DecodeUnit4Quads): 2 vpshufb, 2 vpunpck*bw,
-//                          4 vpunpck*wd over zero, no lane crossing + 12 FMAs
-//   bytes3_unit            fp32 from three byte tables (exact binary16 tables without bf16 rounding) + 12 FMAs
-// The blocks are inline assembly, so the compiler can neither drop nor reorder them. x86 with AVX2/F16C/FMA only.
+//   bf16_unit              the bfloat16-table decode the kernel uses (DecodeUnit4Quads) + 12 FMAs:
+//                          2 vpshufb, 2 vpunpck*bw, 4 vpunpck*wd over zero, no lane crossing
+//   bytes3_unit            fp32 from three byte tables (binary16 tables kept exact) + 12 FMAs
+// The blocks are inline assembly, so the compiler can neither drop nor reorder them. x86 with AVX2/F16C/FMA
+// only.
 #include <benchmark/benchmark.h>
 
 #if defined(__x86_64__)
@@ -162,80 +164,41 @@ TQ_TARGET void BM_F16Unit(benchmark::State& state) {
   });
 }
 
-TQ_TARGET void BM_Tq4Unit(benchmark::State& state) {
-  alignas(64) static uint8_t row[16] = {};
-  alignas(64) static float weights[8] = {};
-  const __m256i shifts = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4), mask = _mm256_set1_epi8(0x0F);
-  const __m256i table_lo = _mm256_set1_epi8(0), table_hi = _mm256_set1_epi8(0x3c);
-  __m256 a = _mm256_set1_ps(1.0f);
-  __m256 r0 = a, r1 = a, r2 = a, r3 = a, r4 = a, r5 = a;
-  TQ_BLOCKS(state, {
-    // t0: indices, then the high-byte lookup, then coordinate 0 of tokens 8-15; t1: tokens 0-7 halves, then
-    // coordinate 1 of tokens 0-7; t2: tokens 8-15 halves, then coordinate 1 of tokens 8-15; v: coordinate 0
-    // of tokens 0-7. The weights are FMA memory operands, as in the value pass.
-    __m256i t0, t1, t2;
-    __m256 v;
-    asm volatile(
-        "vbroadcasti128 (%10), %6\n vpsrlvd %11, %6, %6\n vpand %12, %6, %6\n"
-        "vpshufb %6, %13, %7\n vpshufb %6, %14, %6\n vpunpckhbw %6, %7, %8\n vpunpcklbw %6, %7, %7\n"
-        "vcvtph2ps %x7, %9\n vextracti128 $1, %7, %x7\n vcvtph2ps %x8, %6\n vextracti128 $1, %8, %x8\n"
-        "vcvtph2ps %x7, %7\n vcvtph2ps %x8, %8\n" TQ_FMA12("%9", "%7", "%6", "%8", "%15", "%15", "%15")
-        : "+x"(r0), "+x"(r1), "+x"(r2), "+x"(r3), "+x"(r4), "+x"(r5), "=&x"(t0), "=&x"(t1), "=&x"(t2), "=&x"(v)
-        : "r"(row), "x"(shifts), "x"(mask), "x"(table_lo), "x"(table_hi), "m"(weights)
-        : "memory");
-  });
-}
+// One binary16-table decode of a unit row (broadcast load, vpsrlvd, vpand, 2 vpshufb, 2 vpunpck, 2
+// vextracti128, 4 `widen` of 8 halves) followed by `tail` (12 FMAs, or nothing). Registers: t0 indices, then
+// the high-byte lookup, then coordinate 0 of tokens 8-15; t1 tokens 0-7 halves, then coordinate 1 of tokens
+// 0-7; t2 tokens 8-15 halves, then coordinate 1 of tokens 8-15; v coordinate 0 of tokens 0-7. The weights are
+// FMA memory operands, as in the value pass.
+#define TQ_HALF_DECODE_BENCH(name, widen, tail)                                                          \
+  TQ_TARGET void name(benchmark::State& state) {                                                         \
+    alignas(64) static uint8_t row[16] = {};                                                             \
+    alignas(64) static float weights[8] = {};                                                            \
+    const __m256i shifts = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4), mask = _mm256_set1_epi8(0x0F);     \
+    const __m256i table_lo = _mm256_set1_epi8(0), table_hi = _mm256_set1_epi8(0x3c);                     \
+    __m256 a = _mm256_set1_ps(1.0f);                                                                     \
+    __m256 r0 = a, r1 = a, r2 = a, r3 = a, r4 = a, r5 = a;                                               \
+    TQ_BLOCKS(state, {                                                                                   \
+      __m256i t0, t1, t2;                                                                                \
+      __m256 v;                                                                                          \
+      asm volatile(                                                                                      \
+          "vbroadcasti128 (%10), %6\n vpsrlvd %11, %6, %6\n vpand %12, %6, %6\n"                         \
+          "vpshufb %6, %13, %7\n vpshufb %6, %14, %6\n vpunpckhbw %6, %7, %8\n vpunpcklbw %6, %7, "      \
+          "%7\n" widen " %x7, %9\n vextracti128 $1, %7, %x7\n " widen                                    \
+          " %x8, %6\n vextracti128 $1, %8, %x8\n" widen " %x7, %7\n " widen " %x8, %8\n" tail            \
+          : "+x"(r0), "+x"(r1), "+x"(r2), "+x"(r3), "+x"(r4), "+x"(r5), "=&x"(t0), "=&x"(t1), "=&x"(t2), \
+            "=&x"(v)                                                                                     \
+          : "r"(row), "x"(shifts), "x"(mask), "x"(table_lo), "x"(table_hi), "m"(weights)                 \
+          : "memory");                                                                                   \
+    });                                                                                                  \
+  }
 
-TQ_TARGET void BM_Tq4Decode(benchmark::State& state) {
-  alignas(64) static uint8_t row[16] = {};
-  alignas(64) static float weights[8] = {};
-  const __m256i shifts = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4), mask = _mm256_set1_epi8(0x0F);
-  const __m256i table_lo = _mm256_set1_epi8(0), table_hi = _mm256_set1_epi8(0x3c);
-  __m256 a = _mm256_set1_ps(1.0f);
-  __m256 r0 = a, r1 = a, r2 = a, r3 = a, r4 = a, r5 = a;
-  TQ_BLOCKS(state, {
-    // t0: indices, then the high-byte lookup, then coordinate 0 of tokens 8-15; t1: tokens 0-7 halves, then
-    // coordinate 1 of tokens 0-7; t2: tokens 8-15 halves, then coordinate 1 of tokens 8-15; v: coordinate 0
-    // of tokens 0-7. The weights are FMA memory operands, as in the value pass.
-    __m256i t0, t1, t2;
-    __m256 v;
-    asm volatile(
-        "vbroadcasti128 (%10), %6\n vpsrlvd %11, %6, %6\n vpand %12, %6, %6\n"
-        "vpshufb %6, %13, %7\n vpshufb %6, %14, %6\n vpunpckhbw %6, %7, %8\n vpunpcklbw %6, %7, %7\n"
-        "vcvtph2ps %x7, %9\n vextracti128 $1, %7, %x7\n vcvtph2ps %x8, %6\n vextracti128 $1, %8, %x8\n"
-        "vcvtph2ps %x7, %7\n vcvtph2ps %x8, %8\n"
-        : "+x"(r0), "+x"(r1), "+x"(r2), "+x"(r3), "+x"(r4), "+x"(r5), "=&x"(t0), "=&x"(t1), "=&x"(t2), "=&x"(v)
-        : "r"(row), "x"(shifts), "x"(mask), "x"(table_lo), "x"(table_hi), "m"(weights)
-        : "memory");
-  });
-}
-
-TQ_TARGET void BM_Tq4UnitNoCvt(benchmark::State& state) {
-  alignas(64) static uint8_t row[16] = {};
-  alignas(64) static float weights[8] = {};
-  const __m256i shifts = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4), mask = _mm256_set1_epi8(0x0F);
-  const __m256i table_lo = _mm256_set1_epi8(0), table_hi = _mm256_set1_epi8(0x3c);
-  __m256 a = _mm256_set1_ps(1.0f);
-  __m256 r0 = a, r1 = a, r2 = a, r3 = a, r4 = a, r5 = a;
-  TQ_BLOCKS(state, {
-    // t0: indices, then the high-byte lookup, then coordinate 0 of tokens 8-15; t1: tokens 0-7 halves, then
-    // coordinate 1 of tokens 0-7; t2: tokens 8-15 halves, then coordinate 1 of tokens 8-15; v: coordinate 0
-    // of tokens 0-7. The weights are FMA memory operands, as in the value pass.
-    __m256i t0, t1, t2;
-    __m256 v;
-    asm volatile(
-        "vbroadcasti128 (%10), %6\n vpsrlvd %11, %6, %6\n vpand %12, %6, %6\n"
-        "vpshufb %6, %13, %7\n vpshufb %6, %14, %6\n vpunpckhbw %6, %7, %8\n vpunpcklbw %6, %7, %7\n"
-        "vpmovzxwd %x7, %9\n vextracti128 $1, %7, %x7\n vpmovzxwd %x8, %6\n vextracti128 $1, %8, %x8\n"
-        "vpmovzxwd %x7, %7\n vpmovzxwd %x8, %8\n" TQ_FMA12("%9", "%7", "%6", "%8", "%15", "%15", "%15")
-        : "+x"(r0), "+x"(r1), "+x"(r2), "+x"(r3), "+x"(r4), "+x"(r5), "=&x"(t0), "=&x"(t1), "=&x"(t2), "=&x"(v)
-        : "r"(row), "x"(shifts), "x"(mask), "x"(table_lo), "x"(table_hi), "m"(weights)
-        : "memory");
-  });
-}
-
+#define TQ_FMA12_OF_DECODE TQ_FMA12("%9", "%7", "%6", "%8", "%15", "%15", "%15")
+TQ_HALF_DECODE_BENCH(BM_Tq4Unit, "vcvtph2ps", TQ_FMA12_OF_DECODE)
+TQ_HALF_DECODE_BENCH(BM_Tq4Decode, "vcvtph2ps", "")
+TQ_HALF_DECODE_BENCH(BM_Tq4UnitNoCvt, "vpmovzxwd", TQ_FMA12_OF_DECODE)
 BENCHMARK(BM_Tq4Decode);
 BENCHMARK(BM_Tq4UnitNoCvt);
+
 TQ_TARGET void BM_Bf16Unit(benchmark::State& state) {
   alignas(64) static uint8_t row[16] = {};
   alignas(64) static float weights[8] = {};

@@ -1,11 +1,13 @@
-// SIMD attention on KV pages (Highway, compiled for every target in HWY_TARGETS; the best one the CPU supports is
-// chosen once per call by HWY_DYNAMIC_DISPATCH). Same math as attention_ref.cc, fp32 accumulation.
+// SIMD attention on KV pages (Highway, compiled for every target in HWY_TARGETS; the best one the CPU
+// supports is chosen once per call by HWY_DYNAMIC_DISPATCH). Same math as attention_ref.cc, fp32
+// accumulation.
 //
-// Codes are decoded 16 tokens at a time: one load of a 16-byte row (one byte per token), shifts, and an in-register
-// table lookup (AVX-512: vpermps over a 16-entry centroid table; AVX2: 4-bit codes by two byte shuffles of the
-// table's binary16 bytes and one conversion per 8 tokens, other widths by two vpermps and a blend; other targets:
-// a gather). Scores accumulate per token group in registers (group-outer loop); values accumulate per coordinate in
-// lane-wise registers over all groups of a page (coordinate-outer loop) and are reduced across lanes once per call.
+// Codes are decoded 16 tokens at a time: one load of a 16-byte row (one byte per token), shifts, and an
+// in-register table lookup (AVX-512: vpermps over a 16-entry centroid table; AVX2: 4-bit codes by two byte
+// shuffles of the table's fp32 bytes 2 and 3 (bfloat16-exact tables) per 32 codes and in-lane unpacks, other
+// widths by two vpermps and a blend; other targets: a gather). Scores accumulate per token group in registers
+// (group-outer loop); values accumulate per coordinate in lane-wise registers over all groups of a page
+// (coordinate-outer loop) and are reduced across lanes once per call.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -50,10 +52,8 @@ struct Lut {
   const float* table256 = nullptr;
   VF lo, hi;  // table16[0..kN) and table16[kN..2kN) where they fit in registers
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
-  // Low and high bytes of the 16 entries as binary16 (exact: Codebook's tables are), in both 128-bit lanes.
-  __m256i half_lo, half_hi;
-  // Bytes 2 and 3 of the 16 entries as fp32, in both lanes; used where bf16_exact (bytes 0 and 1 are zero, as
-  // in Codebook's 4-bit tables).
+  // Bytes 2 and 3 of the 16 entries as fp32, in both 128-bit lanes; used where bf16_exact (bytes 0 and 1 are
+  // zero, as in Codebook's 4-bit tables).
   __m256i bf_lo, bf_hi;
   bool bf16_exact = false;
 #endif
@@ -71,12 +71,6 @@ Lut MakeLut(const std::vector<float>& table) {
   lut.lo = hn::LoadU(df, lut.table16);
   lut.hi = kN < 16 ? hn::LoadU(df, lut.table16 + kN) : lut.lo;
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
-  // Halves [l0 h0 l1 h1 ...] -> [l0 .. l7 | h0 .. h7] per 8 entries, then the low and the high bytes of all 16.
-  const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-  const __m128i a = _mm_shuffle_epi8(_mm256_cvtps_ph(lut.lo.raw, _MM_FROUND_TO_NEAREST_INT), split);
-  const __m128i b = _mm_shuffle_epi8(_mm256_cvtps_ph(lut.hi.raw, _MM_FROUND_TO_NEAREST_INT), split);
-  lut.half_lo = _mm256_broadcastsi128_si256(_mm_unpacklo_epi64(a, b));
-  lut.half_hi = _mm256_broadcastsi128_si256(_mm_unpackhi_epi64(a, b));
   alignas(16) uint8_t bf[2][16];
   lut.bf16_exact = true;
   for (size_t i = 0; i < 16; ++i) {
@@ -163,33 +157,15 @@ struct PagePrefetch {
 };
 
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
-// AVX2 lookups of 4-bit codes: the unit row of a group (16 bytes, one per token: coordinate 0 in bits 0-3,
-// coordinate 1 in bits 4-7) is loaded into both 128-bit lanes, coordinate 0's indices kept in the low lane
-// and coordinate 1's in the high one; two byte shuffles give the binary16 entries' low and high bytes of all
-// 32 codes, two unpacks interleave them, and one vcvtph2ps per 8 values converts. v[c][b] = table[code of
-// coordinate c] for tokens [8b, 8b + 8). (Per 32 codes: 2 shuffles and 2 unpacks where a lane per coordinate
-// took 4 and 4.)
 HWY_INLINE __m128i LoadRow(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 
-HWY_INLINE void DecodeUnit4(const Lut& lut, const uint8_t* row, VF v[2][2]) {
-  const __m256i r = _mm256_broadcastsi128_si256(LoadRow(row));
-  const __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(r, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
-                                       _mm256_set1_epi8(0x0F));
-  const __m256i lo = _mm256_shuffle_epi8(lut.half_lo, idx);
-  const __m256i hi = _mm256_shuffle_epi8(lut.half_hi, idx);
-  const __m256i h0 = _mm256_unpacklo_epi8(lo, hi);  // [coordinate 0, tokens 0-7 | coordinate 1, tokens 0-7]
-  const __m256i h1 = _mm256_unpackhi_epi8(lo, hi);  // tokens 8-15
-  v[0][0] = VF{_mm256_cvtph_ps(_mm256_castsi256_si128(h0))};
-  v[1][0] = VF{_mm256_cvtph_ps(_mm256_extracti128_si256(h0, 1))};
-  v[0][1] = VF{_mm256_cvtph_ps(_mm256_castsi256_si128(h1))};
-  v[1][1] = VF{_mm256_cvtph_ps(_mm256_extracti128_si256(h1, 1))};
-}
-
-// The value pass's lookup of the same unit row where the table is bf16_exact: fp32 bytes 2 and 3 by two byte
-// shuffles, placed over two zero bytes by in-lane unpacks. Neither a conversion nor a lane-crossing
-// operation: on Zen 3 this decode beside the pass's 12 FMAs took 2.7-2.8 ns per unit and group where
-// DecodeUnit4 took 3.6-3.8 (bench_decode_ports, BM_Bf16Unit vs BM_Tq4Unit). m[k] = [coordinate 0 | coordinate
-// 1] of tokens [4k, 4k + 4) of the group.
+// AVX2 lookups of 4-bit codes (kShuffleLookup, tables bf16_exact), for the value pass: the unit row of a
+// group (16 bytes, one per token: coordinate 0 in bits 0-3, coordinate 1 in bits 4-7) is loaded into both
+// 128-bit lanes, coordinate 0's indices kept in the low lane and coordinate 1's in the high one; two byte
+// shuffles give fp32 bytes 2 and 3 of all 32 entries, placed over two zero bytes by in-lane unpacks. Neither
+// a conversion nor a lane-crossing operation: on Zen 3 this decode beside the pass's 12 FMAs took 2.7-2.8 ns
+// per unit and group where binary16 entries and vcvtph2ps took 3.6-3.8 (bench_decode_ports, BM_Bf16Unit vs
+// BM_Tq4Unit). m[k] = [coordinate 0 | coordinate 1] of tokens [4k, 4k + 4) of the group.
 HWY_INLINE void DecodeUnit4Quads(const Lut& lut, const uint8_t* row, __m256 m[4]) {
   const __m256i r = _mm256_broadcastsi128_si256(LoadRow(row));
   const __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(r, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
@@ -351,30 +327,6 @@ HWY_INLINE void ScoreUnit(const uint8_t* seg, size_t group_bytes, int dims, int 
   }
 }
 
-#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
-// ScoreUnit with the byte-shuffle lookup (kShuffleLookup): both coordinates of unit u at once.
-template <int kBits, int G, int kGroups>
-HWY_INLINE void ScoreUnitShuffled(const uint8_t* seg, size_t group_bytes, int, int u, const Lut& lut,
-                                  const float* const* q, ScoreAcc<G, kGroups>& acc) {
-  static_assert(kBits == 4 && kBlocks == 2);
-  const int i = u * 2;
-  for (int j = 0; j < kGroups; ++j) {
-    VF v[2][kBlocks];
-    DecodeUnit4(lut, seg + j * group_bytes + static_cast<size_t>(u) * kGroupTokens, v);
-    for (int c = 0; c < 2; ++c) {
-      for (int g = 0; g < G; ++g) {
-        const VF qv = hn::Set(DF(), q[g][i + c]);
-        for (size_t b = 0; b < kBlocks; ++b) acc[g][j][b] = hn::MulAdd(v[c][b], qv, acc[g][j][b]);
-      }
-    }
-  }
-}
-#else
-template <int kBits, int G, int kGroups>
-HWY_INLINE void ScoreUnitShuffled(const uint8_t*, size_t, int, int, const Lut&, const float* const*,
-                                  ScoreAcc<G, kGroups>&) {}
-#endif
-
 template <int kBits, int G, int kGroups>
 HWY_INLINE void ScoreCodes(const uint8_t* seg, size_t group_bytes, int dims, const Lut& lut,
                            const float* const* q, ScoreAcc<G, kGroups>& acc, PagePrefetch& pf) {
@@ -409,13 +361,6 @@ HWY_INLINE void ScoreCodes(const uint8_t* seg, size_t group_bytes, int dims, con
     }
   }
 #endif
-  if constexpr (kShuffleLookup<kBits>) {
-    for (int u = 0; u < dims / UnitDims<kBits>(); ++u) {
-      pf.Step();
-      ScoreUnitShuffled<kBits, G, kGroups>(seg, group_bytes, dims, u, lut, q, acc);
-    }
-    return;
-  }
   for (int u = 0; u < dims / UnitDims<kBits>(); ++u) {
     pf.Step();
     ScoreUnit<kBits, G, kGroups>(seg, group_bytes, dims, u, lut, q, acc);
@@ -510,21 +455,6 @@ HWY_INLINE void AccumulateUnit(const uint8_t* codes, size_t group_bytes, size_t 
     }
     auto step = [&](int par, int grp) HWY_ATTR {
       const uint8_t* seg = codes + grp * group_bytes + seg_offset;
-#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
-      if constexpr (kShuffleLookup<kBits>) {
-        VF v[2][kBlocks];  // [coordinate][block]
-        static_assert(kP == 2 && K == 0);
-        DecodeUnit4(lut, seg + static_cast<size_t>(u) * kGroupTokens, v);
-        for (size_t b = 0; b < kBlocks; ++b) {
-          const size_t t = static_cast<size_t>(grp) * kGroupTokens + b * kN;
-          for (int g = 0; g < G; ++g) {
-            const VF wv = hn::LoadU(df, w + g * kPageTokens + t);
-            for (int c = 0; c < kP; ++c) r[par][c][g] = hn::MulAdd(v[c][b], wv, r[par][c][g]);
-          }
-        }
-        return;
-      }
-#endif
       for (size_t b = 0; b < kBlocks; ++b) {
         VF v[kP];
         LookupPass<kBits, K, kP>(lut, seg, dims, u, b, v);

@@ -115,9 +115,9 @@ Codebook ComputeCodebook(int dim, int bits) {
     c[levels - 1 - i] = v;
   }
   // 4-bit tables are rounded to 8 significant bits (bfloat16 values, relative change <= 2^-9), which at these
-  // magnitudes are binary16 values too: the AVX2 kernel then looks 16 codes up at once with two byte shuffles
-  // (the table's bytes 2 and 3 as fp32 for the value pass, the binary16 bytes for the scores), where 32-bit
-  // entries take two permutes and a blend per 8 codes. The MSE this adds is ~1e-6 of the vector's energy.
+  // magnitudes are binary16 values too: the AVX2 kernel then looks 32 codes up at once with two byte shuffles
+  // (the table's bytes 2 and 3 as fp32), where 32-bit entries take two permutes and a blend per 8 codes. The
+  // MSE this adds is ~1e-6 of the vector's energy.
   if (bits == 4) {
     for (double& v : c) v = RoundToBfloat16(static_cast<float>(v));
   }

@@ -94,9 +94,9 @@ TEST(Codebook, ExpectedMseNearPaperFigures) {
   EXPECT_LT(LloydMaxCodebook(128, 8).expected_mse, 1e-4);
 }
 
-// The AVX2 attention kernel looks 4-bit codes up as binary16 (scores) and as the top 16 bits of fp32
-// (values): the tables must be exactly representable both ways, and the rounding must cost (next to) nothing:
-// within 0.1% of the unrounded quantizer's MSE at d = 128.
+// The AVX2 attention kernel looks 4-bit codes up as the top 16 bits of fp32: the tables must be exactly
+// representable so (and, at these magnitudes, they are binary16 values as well, as Codebook states), and the
+// rounding must cost (next to) nothing: within 0.1% of the unrounded quantizer's MSE at d = 128.
 TEST(Codebook, FourBitTablesAreBfloat16AndBinary16ValuesAtNoCost) {
   for (int dim : {16, 48, 64, 80, 96, 128, 256, 4096}) {
     const Codebook& book = LloydMaxCodebook(dim, 4);
