@@ -22,6 +22,13 @@ expect_rc 0 "bench attention on 2 threads" -- run "$bin" bench attention --ctx 3
 expect_out '"threads": 2' "the run says its threads"
 expect_out '"format": "tq4"' "the asked format is measured"
 expect_out '"format": "f16"' "f16 is measured beside it"
+expect_rc 0 "bench attention under --simd SSE4" -- run "$bin" --simd SSE4 bench attention --ctx 300 \
+  --working-set-mib 2 --min-seconds 0.01 --rounds 1 --formats tq3 --json
+expect_out '"simd_target": "SSE4"' "the run says its SIMD target"
+expect_rc 0 "bench attention at the targets' shape" -- run "$bin" bench attention --ctx 8192 --dim 64 --gqa 3 \
+  --working-set-mib 4 --min-seconds 0.01 --rounds 1 --formats tq3 tq4
+expect_out "target: tq4 at least 1.5x f16: " "states the tq4 target beside its ratio"
+expect_out "target: tq3 at least 1.7x f16: " "states the tq3 target beside its ratio"
 expect_rc 2 "bench attention --threads 0" -- run "$bin" bench attention --threads 0
 expect_out "--threads" "names the option"
 
