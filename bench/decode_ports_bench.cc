@@ -49,15 +49,18 @@ void Finish(benchmark::State& state) {
   }                                                   \
   Finish(state)
 
+// Eight independent instructions `prefix %k`, k = 0..7 (the outputs; %8 and %9 are the inputs).
+#define TQ_EIGHT(prefix)                                                                           \
+  prefix "%0\n " prefix "%1\n " prefix "%2\n " prefix "%3\n " prefix "%4\n " prefix "%5\n " prefix \
+         "%6\n " prefix "%7"
+
 TQ_TARGET void BM_Fma8(benchmark::State& state) {
   __m256 a = _mm256_set1_ps(1.0f), b = _mm256_set1_ps(1e-9f);
   __m256 x0 = a, x1 = a, x2 = a, x3 = a, x4 = a, x5 = a, x6 = a, x7 = a;
   TQ_BLOCKS(state, {
-    asm volatile(
-        "vfmadd231ps %8, %9, %0\n vfmadd231ps %8, %9, %1\n vfmadd231ps %8, %9, %2\n vfmadd231ps %8, %9, %3\n"
-        "vfmadd231ps %8, %9, %4\n vfmadd231ps %8, %9, %5\n vfmadd231ps %8, %9, %6\n vfmadd231ps %8, %9, %7"
-        : "+x"(x0), "+x"(x1), "+x"(x2), "+x"(x3), "+x"(x4), "+x"(x5), "+x"(x6), "+x"(x7)
-        : "x"(a), "x"(b));
+    asm volatile(TQ_EIGHT("vfmadd231ps %8, %9, ")
+                 : "+x"(x0), "+x"(x1), "+x"(x2), "+x"(x3), "+x"(x4), "+x"(x5), "+x"(x6), "+x"(x7)
+                 : "x"(a), "x"(b));
   });
 }
 
@@ -65,11 +68,9 @@ TQ_TARGET void BM_Cvt8(benchmark::State& state) {
   __m128i h0 = _mm_set1_epi16(0x3c00), h1 = _mm_set1_epi16(0x3c01);
   TQ_BLOCKS(state, {
     __m256 y0, y1, y2, y3, y4, y5, y6, y7;
-    asm volatile(
-        "vcvtph2ps %8, %0\n vcvtph2ps %9, %1\n vcvtph2ps %8, %2\n vcvtph2ps %9, %3\n"
-        "vcvtph2ps %8, %4\n vcvtph2ps %9, %5\n vcvtph2ps %8, %6\n vcvtph2ps %9, %7"
-        : "=x"(y0), "=x"(y1), "=x"(y2), "=x"(y3), "=x"(y4), "=x"(y5), "=x"(y6), "=x"(y7)
-        : "x"(h0), "x"(h1));
+    asm volatile(TQ_EIGHT("vcvtph2ps %8, ")
+                 : "=x"(y0), "=x"(y1), "=x"(y2), "=x"(y3), "=x"(y4), "=x"(y5), "=x"(y6), "=x"(y7)
+                 : "x"(h0), "x"(h1));
   });
 }
 
@@ -77,11 +78,9 @@ TQ_TARGET void BM_Pshufb8(benchmark::State& state) {
   __m256i t = _mm256_set1_epi8(3), ix = _mm256_set1_epi8(1);
   TQ_BLOCKS(state, {
     __m256i y0, y1, y2, y3, y4, y5, y6, y7;
-    asm volatile(
-        "vpshufb %9, %8, %0\n vpshufb %9, %8, %1\n vpshufb %9, %8, %2\n vpshufb %9, %8, %3\n"
-        "vpshufb %9, %8, %4\n vpshufb %9, %8, %5\n vpshufb %9, %8, %6\n vpshufb %9, %8, %7"
-        : "=x"(y0), "=x"(y1), "=x"(y2), "=x"(y3), "=x"(y4), "=x"(y5), "=x"(y6), "=x"(y7)
-        : "x"(t), "x"(ix));
+    asm volatile(TQ_EIGHT("vpshufb %9, %8, ")
+                 : "=x"(y0), "=x"(y1), "=x"(y2), "=x"(y3), "=x"(y4), "=x"(y5), "=x"(y6), "=x"(y7)
+                 : "x"(t), "x"(ix));
   });
 }
 
