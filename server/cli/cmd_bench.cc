@@ -56,6 +56,7 @@ int RunBenchAttention(BenchFlags& flags) {
   }
   // Encode cost of one token's K and V for every KV head of the default model (30 layers x 3 KV heads).
   constexpr int kModelVectors = 30 * 3 * 2;
+  const std::string simd_target = kernels::ActiveSimdTarget();
   nlohmann::json list = nlohmann::json::array();
   for (const kernels::AttentionSpeed& s : report->formats) {
     nlohmann::json row;
@@ -67,7 +68,7 @@ int RunBenchAttention(BenchFlags& flags) {
     row["kv_read_gbps"] = s.kv_read_gbps;
     row["memory_read_gbps"] = report->memory_read_gbps;
     row["threads"] = report->threads;
-    row["simd_target"] = kernels::ActiveSimdTarget();
+    row["simd_target"] = simd_target;
     row["encode_ns_per_vector"] = s.encode_ns_per_vector;
     row["encode_us_per_model_token"] = s.encode_ns_per_vector * kModelVectors / 1e3;
     list.push_back(row);
@@ -78,10 +79,9 @@ int RunBenchAttention(BenchFlags& flags) {
   }
   std::printf(
       "decode attention, ctx %d, head_dim %d, gqa %d, %d KV heads cycled by %d thread%s, SIMD target %s; "
-      "memory "
-      "read %.1f GB/s\n",
+      "memory read %.1f GB/s\n",
       flags.speed.ctx, flags.speed.head_dim, flags.speed.gqa, report->heads, report->threads,
-      report->threads == 1 ? "" : "s", kernels::ActiveSimdTarget().c_str(), report->memory_read_gbps);
+      report->threads == 1 ? "" : "s", simd_target.c_str(), report->memory_read_gbps);
   std::printf("%-6s %12s %9s %12s %10s %9s %16s\n", "format", "ns/token", "x f16", "hot ns/tok", "B/token", "GB/s",
               "encode us/token*");
   for (const kernels::AttentionSpeed& s : report->formats) {
