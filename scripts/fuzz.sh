@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang into build-fuzz/ and runs each for a bounded time.
 # Usage: scripts/fuzz.sh [seconds per target, default 60] [target ...]   (targets default to all)
-# Seeds: the head of ../shared/models/stories260K.gguf and the tokenizer test strings when ../shared is present
-# (tokenizer_fuzz and http_request_fuzz need ../shared and are skipped without it); findings land in
+# Seeds: the head of tests/data/models/stories260K.gguf and the tokenizer test strings (tests/data); findings land in
 # build-fuzz/findings/<target>/ and make the script exit non-zero.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,17 +20,14 @@ for t in "${targets[@]}"; do
   corpus="build-fuzz/corpus/$t"
   findings="build-fuzz/findings/$t"
   mkdir -p "$corpus" "$findings"
-  if [ "$t" = gguf_fuzz ] && [ -f ../shared/models/stories260K.gguf ]; then
-    head -c 16384 ../shared/models/stories260K.gguf > "$corpus/stories260K-head.gguf"
+  if [ "$t" = gguf_fuzz ] && [ -f tests/data/models/stories260K.gguf ]; then
+    head -c 16384 tests/data/models/stories260K.gguf > "$corpus/stories260K-head.gguf"
     # The same with the tensor count (bytes 8..15) zeroed: a complete vocabulary-only file.
     cp "$corpus/stories260K-head.gguf" "$corpus/stories260K-vocab.gguf"
     dd if=/dev/zero of="$corpus/stories260K-vocab.gguf" bs=1 seek=8 count=8 conv=notrunc status=none
-  elif [ "$t" = tokenizer_fuzz ] && [ -f ../shared/data/tokenizer/ggml-vocab-gpt-2.gguf.inp ]; then
-    cp ../shared/data/tokenizer/ggml-vocab-gpt-2.gguf.inp "$corpus/vocab-test-strings.txt"
-  elif [ "$t" = tokenizer_fuzz ]; then
-    echo "fuzz: $t needs ../shared (the tokenizer vocabularies); skipped"
-    continue
-  elif [ "$t" = http_request_fuzz ] && [ -f ../shared/models/stories260K.gguf ]; then
+  elif [ "$t" = tokenizer_fuzz ] && [ -f tests/data/tokenizer/ggml-vocab-gpt-2.gguf.inp ]; then
+    cp tests/data/tokenizer/ggml-vocab-gpt-2.gguf.inp "$corpus/vocab-test-strings.txt"
+  elif [ "$t" = http_request_fuzz ] && [ -f tests/data/models/stories260K.gguf ]; then
     # First byte: 0 = completions body, 1 = chat body, 2 = raw HTTP request (see http_request_fuzz.cc).
     printf '\x00{"prompt":"Once upon","max_tokens":8,"n":2,"stop":["."],"logprobs":2,"seed":3}' > "$corpus/completion"
     printf '\x00{"prompt":[1,2,3],"stream":true,"stream_options":{"include_usage":true},"top_p":0.5}' \
@@ -51,11 +47,6 @@ for t in "${targets[@]}"; do
       '"null"' '"true"' '"false"' '"1e308"' '"-0"' '"\\u0000"' '"\\ud800"' '"Content-Length: "' \
       '"Transfer-Encoding: chunked\x0d\x0a"' '"\x0d\x0a\x0d\x0a"' > "build-fuzz/$t.dict"
     dict=(-dict="build-fuzz/$t.dict")
-  elif [ "$t" = http_request_fuzz ]; then
-    echo "fuzz: $t needs ../shared (its tokenizer comes from stories260K.gguf); skipped"
-    continue
-  else
-    echo "fuzz: ../shared is absent; $t starts from an empty corpus"
   fi
   max_len=65536
   if [ "$t" = tokenizer_fuzz ] || [ "$t" = http_request_fuzz ]; then max_len=4096; fi

@@ -9,7 +9,7 @@ them (eval's bytes_by_tier): the ranked presets run with a cold tier in a tempor
 their SPARSE pages are on disk; the uniform configurations run without one, all in RAM (their pages count as
 SPARSE, which without a cold tier lives in the warm tier).
 
-  bench/quality/presets.py --tqserve build/tqserve --file ../shared/data/wikitext-2-raw/wiki.test.raw \
+  bench/quality/presets.py --tqserve build/tqserve --file tests/data/wikitext-2-raw/wiki.test.raw \
       --ctx 512 --chunks 8 --threads 2 --methods concentration,sensitivity
 """
 import argparse

@@ -403,7 +403,7 @@ def main():
         rep = {"mode": mode, "settings": s, "budget_mib": BUDGET_MIB, "meta": meta(a), "sections_seconds": {}}
     for name, fn in sections:
         if name in ("quality", "quality_llama", "quality_gemma", "niah", "memory") and not a.text:
-            rep[name] = {"skipped": "no ../shared/data/wikitext-2-raw/wiki.test.raw (TQSERVE_SHARED)"}
+            rep[name] = {"skipped": "no evaluation text (TQSERVE_TEXT)"}
             continue
         if name == "memory" and "configs" not in rep.get("quality", {}):
             rep[name] = {"skipped": "the quality section did not finish"}

@@ -1,7 +1,7 @@
 // libFuzzer target: what the HTTP front end does with outside bytes before anything reaches the engine.
 // The first input byte chooses the path; the rest is the payload:
 //   0: the payload is a /v1/completions JSON body, 1: a /v1/chat/completions body (JSON parse, then
-//   ParseCompletionRequest with a real tokenizer: ../shared/models/stories260K.gguf, run from the repository root);
+//   ParseCompletionRequest with a real tokenizer: tests/data/models/stories260K.gguf, run from the repository root);
 //   2, 3: the payload is raw bytes off the socket for Beast's request parser with the server's limits, and a
 //   complete request's body then goes through path 0 or 1 by its target.
 // Checks: no exception escapes (the server does not catch them), a parsed body never exceeds the body limit, and
@@ -98,10 +98,10 @@ void ParseHttp(std::string_view bytes) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  constexpr const char* kPath = "../shared/models/stories260K.gguf";
+  constexpr const char* kPath = "tests/data/models/stories260K.gguf";
   auto gguf = tq::engine::GgufFile::Open(kPath);
   if (!gguf.ok()) {
-    std::fprintf(stderr, "http_request_fuzz: %s (run from the repository root with ../shared present)\n",
+    std::fprintf(stderr, "http_request_fuzz: %s (run from the repository root: tests/data)\n",
                  gguf.status().ToString().c_str());
     std::exit(1);
   }

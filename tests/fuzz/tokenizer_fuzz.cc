@@ -1,5 +1,5 @@
 // libFuzzer target: both tokenizer kinds (the GPT-2 byte-level BPE and LLaMA SentencePiece vocabularies of
-// ../shared/data/tokenizer; run from the repository root) on arbitrary text. Checks: ids in range, and for
+// tests/data/tokenizer; run from the repository root) on arbitrary text. Checks: ids in range, and for
 // valid UTF-8 input encoded without special-token parsing, Decode(Encode(text)) == text (for SentencePiece,
 // unless the text holds U+2581, its space mark). Any failure aborts.
 #include <cstddef>
@@ -45,11 +45,11 @@ bool ValidUtf8(std::string_view s) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   g_tokenizers = new std::vector<Loaded>();
-  for (const char* path : {"../shared/data/tokenizer/ggml-vocab-gpt-2.gguf",
-                           "../shared/data/tokenizer/ggml-vocab-llama-spm.gguf"}) {
+  for (const char* path : {"tests/data/tokenizer/ggml-vocab-gpt-2.gguf",
+                           "tests/data/tokenizer/ggml-vocab-llama-spm.gguf"}) {
     auto gguf = tq::engine::GgufFile::Open(path);
     if (!gguf.ok()) {
-      std::fprintf(stderr, "tokenizer_fuzz: %s (run from the repository root with ../shared present)\n",
+      std::fprintf(stderr, "tokenizer_fuzz: %s (run from the repository root: tests/data)\n",
                    gguf.status().ToString().c_str());
       std::exit(1);
     }

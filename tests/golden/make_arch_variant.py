@@ -10,7 +10,7 @@ the same on every machine). The weights are untouched: llama.cpp and tqserve the
 qwen2's forward pass (RoPE on halves, biases), which is all a golden test needs; the text it writes is not meant
 to be good.
 
-Exit 0 with a message and no output when IN is absent (a clone without ../shared), 1 on a malformed file.
+Exit 1 on a missing or malformed file.
 """
 import argparse
 import os
@@ -67,8 +67,8 @@ def main():
     ap.add_argument("--bias-scale", type=float, default=0.5)
     a = ap.parse_args()
     if not os.path.exists(a.src):
-        print(f"make_arch_variant: {a.src} is absent; nothing written")
-        return 0
+        print(f"make_arch_variant: {a.src} is absent", file=sys.stderr)
+        return 1
     with open(a.src, "rb") as f:
         r = Reader(f.read())
     if r.take(4) != b"GGUF":

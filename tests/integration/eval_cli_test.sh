@@ -1,16 +1,14 @@
 #!/usr/bin/env bash
-# tqserve eval / calibrate end to end on the default model (skips without it) and ../shared's WikiText-2.
+# tqserve eval / calibrate end to end on the default model (skips without it) and WikiText-2 (tests/data).
 # Usage: eval_cli_test.sh path/to/tqserve
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 bin=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
-text="$root/../shared/data/wikitext-2-raw/wiki.test.raw"
+text="$root/tests/data/wikitext-2-raw/wiki.test.raw"
 model="${TQ_MODEL_DIR:-$HOME/.cache/tqserve/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
-if [ ! -f "$text" ] || [ ! -f "$model" ]; then
-  echo "skip - needs $text (../shared) and $model (scripts/fetch-model.sh)"
-  exit 0
-fi
+[ -f "$text" ] || { echo "FAIL: $text is absent (it ships in tests/data)"; exit 1; }
+[ -f "$model" ] || skip_test "needs $model (scripts/fetch-model.sh)"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 json() { python3 -c "import json,sys; d=json.load(open('$1')); print($2)"; }
 
@@ -64,12 +62,10 @@ echo "$out" | sed -n '/^{/,$p' > "$tmp/shares.json"
 [ "$(json "$tmp/shares.json" "[d['heads_by_class'][k] for k in ('hot', 'active', 'sparse')]")" = "[89, 0, 1]" ] \
   && pass "89:0:1 leaves one head SPARSE" || fail "classes: $(cat "$tmp/shares.json")"
 expect_rc 2 "unknown calibration method" -- "$bin" calibrate --method entropy -m "$model" -f "$text" -o "$tmp/x.json"
-tiny="$root/../shared/models/stories260K.gguf"
-if [ -f "$tiny" ]; then
-  expect_rc 1 "sensitivity on head_dim 8" -- "$bin" calibrate --method sensitivity -m "$tiny" -f "$text" --ctx 256 \
-    --chunks 1 -o "$tmp/x.json"
-  expect_out "does not support head_dim 8" "says the page formats need a larger head"
-fi
+tiny="$root/tests/data/models/stories260K.gguf"
+expect_rc 1 "sensitivity on head_dim 8" -- "$bin" calibrate --method sensitivity -m "$tiny" -f "$text" --ctx 256 \
+  --chunks 1 -o "$tmp/x.json"
+expect_out "does not support head_dim 8" "says the page formats need a larger head"
 
 expect_rc 0 "bench decode" -- "$bin" bench decode -m "$model" -t 2 --ctx 64,160 --formats f16,tq4 --steps 2 --json
 echo "$out" | sed -n '/^\[/,$p' > "$tmp/decode.json"

@@ -66,6 +66,6 @@ if mount -t tmpfs -o size=64m tmpfs "$tmp/small" 2>/dev/null; then
   [ -z "$(find "$tmp/small/models" -mindepth 1 2>/dev/null)" ] && pass "full disk leaves nothing" \
     || fail "left: $(find "$tmp/small/models" -mindepth 1)"
 else
-  echo "skip - full-disk case: cannot mount a tmpfs here (needs CAP_SYS_ADMIN)"
+  skip_case "full-disk case: cannot mount a tmpfs here (needs CAP_SYS_ADMIN)"
 fi
 finish

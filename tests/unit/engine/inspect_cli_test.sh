@@ -1,15 +1,12 @@
 #!/usr/bin/env bash
 # Black-box checks of `tqserve inspect`: text and JSON on stories260K, exit 1 with a message naming the problem on
-# a truncated or non-GGUF file, exit 2 without --model. Needs ../shared (skips without it).
+# a truncated or non-GGUF file, exit 2 without --model. stories260K ships in tests/data.
 # Usage: inspect_cli_test.sh path/to/tqserve   (run from the repository root)
 set -euo pipefail
 source "$(dirname "$0")/../../integration/lib.sh"
 bin=$1
-model=../shared/models/stories260K.gguf
-if [ ! -f "$model" ]; then
-  echo "skip: $model is absent (../shared is on developer machines and CI)"
-  exit 0
-fi
+model=tests/data/models/stories260K.gguf
+[ -f "$model" ] || { echo "FAIL: $model is absent (it ships in tests/data; run from the repository root)"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 expect_rc 0 "inspect stories260K" -- "$bin" inspect --model "$model"

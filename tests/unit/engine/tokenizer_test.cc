@@ -1,4 +1,4 @@
-// Tokenizers against llama.cpp's test vectors (../shared/data/tokenizer: .inp strings separated by lines
+// Tokenizers against llama.cpp's test vectors (tests/data/tokenizer: .inp strings separated by lines
 // "__ggml_vocab_test__", .out expected ids one line per string, encoded without BOS and without parsing
 // special tokens), plus the stories260K and SmolLM2 vocabularies.
 #include "engine/tokenizer/tokenizer.h"
@@ -77,15 +77,15 @@ void CheckVectors(const std::string& vocab, bool round_trip_exact) {
 }
 
 TEST(TokenizerTest, LlamaSpmVectors) {
-  CheckVectors(testing::SharedPath("data/tokenizer/ggml-vocab-llama-spm.gguf"), true);
+  CheckVectors(testing::DataPath("tokenizer/ggml-vocab-llama-spm.gguf"), true);
 }
 
 TEST(TokenizerTest, Gpt2Vectors) {
-  CheckVectors(testing::SharedPath("data/tokenizer/ggml-vocab-gpt-2.gguf"), true);
+  CheckVectors(testing::DataPath("tokenizer/ggml-vocab-gpt-2.gguf"), true);
 }
 
 TEST(TokenizerTest, SpmSpecialsAndBytes) {
-  const std::string vocab = testing::SharedPath("data/tokenizer/ggml-vocab-llama-spm.gguf");
+  const std::string vocab = testing::DataPath("tokenizer/ggml-vocab-llama-spm.gguf");
   TQ_SKIP_IF_MISSING(vocab);
   auto gguf = GgufFile::Open(vocab);
   ASSERT_TRUE(gguf.ok());
@@ -163,7 +163,7 @@ TEST(TokenizerTest, SmolLm2) {
 // SmolLM2's ids for llama.cpp's test strings, from Hugging Face tokenizers
 // (testdata/make_tokenizer_golden.py).
 TEST(TokenizerTest, SmolLm2MatchesHfTokenizers) {
-  const std::string inp = testing::SharedPath("data/tokenizer/ggml-vocab-gpt-2.gguf");
+  const std::string inp = testing::DataPath("tokenizer/ggml-vocab-gpt-2.gguf");
   TQ_SKIP_IF_MISSING(inp);
   TQ_SKIP_IF_MISSING(testing::SmolLm2Path());
   std::vector<Case> cases = LoadCases(inp);
@@ -193,7 +193,7 @@ uint64_t Fnv1a(const std::vector<TokenId>& ids) {
 // byte-level BPE vocabularies (testdata/wiki_token_hashes.py) and against the sentencepiece package for the
 // SentencePiece ones (testdata/spm_reference.py), and an exact round trip.
 TEST(TokenizerTest, WikiTextMatchesReferenceTokenizers) {
-  const std::string wiki = testing::SharedPath("data/wikitext-2-raw/wiki.test.raw");
+  const std::string wiki = testing::DataPath("wikitext-2-raw/wiki.test.raw");
   TQ_SKIP_IF_MISSING(wiki);
   const std::string text = ReadText(wiki);
   struct Expect {
@@ -202,8 +202,8 @@ TEST(TokenizerTest, WikiTextMatchesReferenceTokenizers) {
     uint64_t hash;
   };
   std::vector<Expect> expects = {
-      {testing::SharedPath("data/tokenizer/ggml-vocab-gpt-2.gguf"), 286221, 0x53d6d0d0c08b48caull},
-      {testing::SharedPath("data/tokenizer/ggml-vocab-llama-spm.gguf"), 335687, 0x7112fd665d6e0bb1ull},
+      {testing::DataPath("tokenizer/ggml-vocab-gpt-2.gguf"), 286221, 0x53d6d0d0c08b48caull},
+      {testing::DataPath("tokenizer/ggml-vocab-llama-spm.gguf"), 335687, 0x7112fd665d6e0bb1ull},
       {testing::Stories260KPath(), 809289, 0x3d0ba01e58f6404bull},
   };
   if (testing::Exists(testing::SmolLm2Path())) {
@@ -228,7 +228,7 @@ TEST(TokenizerTest, WikiTextMatchesReferenceTokenizers) {
 // of the raw text first; ids of llama.cpp's test strings from the sentencepiece package
 // (testdata/spm_reference.py).
 TEST(TokenizerTest, Gemma3MatchesSentencePiece) {
-  const std::string inp = testing::SharedPath("data/tokenizer/ggml-vocab-gpt-2.gguf");
+  const std::string inp = testing::DataPath("tokenizer/ggml-vocab-gpt-2.gguf");
   TQ_SKIP_IF_MISSING(inp);
   TQ_SKIP_IF_MISSING(testing::Gemma3Path());
   auto gguf = GgufFile::Open(testing::Gemma3Path());
@@ -249,7 +249,7 @@ TEST(TokenizerTest, Gemma3MatchesSentencePiece) {
 
 // Llama 3 and Qwen2 pre-tokenizer splits against the regexes run by Hugging Face tokenizers.
 TEST(PreTokenizerTest, Llama3AndQwen2MatchRegex) {
-  const std::string inp = testing::SharedPath("data/tokenizer/ggml-vocab-gpt-2.gguf");
+  const std::string inp = testing::DataPath("tokenizer/ggml-vocab-gpt-2.gguf");
   TQ_SKIP_IF_MISSING(inp);
   const std::vector<Case> cases = LoadCases(inp);
   for (auto [pre, file] : {std::pair{PreTokenizer::kLlama3, "pre_llama3.out"},

@@ -90,7 +90,7 @@ TEST_P(GoldenTest, GreedyContinuationMatchesLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
-                         ::testing::Values(GoldenCase{"../shared/models/stories260K.gguf",
+                         ::testing::Values(GoldenCase{"tests/data/models/stories260K.gguf",
                                                       "tests/golden/stories260K_greedy.json"},
                                            GoldenCase{SmolLm2Path(), "tests/golden/smollm2_greedy.json"},
                                            GoldenCase{Gemma3Path(), "tests/golden/gemma3_270m_greedy.json"},

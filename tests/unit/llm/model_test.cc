@@ -1,4 +1,4 @@
-// The forward pass on the real stories260K model (../shared/models; skipped where ../shared is absent).
+// The forward pass on the real stories260K model (tests/data/models, shipped in the repository).
 #include "engine/llm/model.h"
 
 #include <gtest/gtest.h>
@@ -9,12 +9,12 @@
 namespace tq::engine {
 namespace {
 
-constexpr const char* kStories = "../shared/models/stories260K.gguf";
+constexpr const char* kStories = "tests/data/models/stories260K.gguf";
 
 class ModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kStories)) GTEST_SKIP() << kStories << " is absent (no ../shared beside the repo)";
+    ASSERT_TRUE(std::filesystem::exists(kStories)) << kStories << " is absent (run from the repository root)";
     auto m = Model::Open(kStories);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     model_ = std::move(m).value();

@@ -3,7 +3,7 @@
 
   /tmp/ggufenv/bin/pip install gguf==0.19.0 numpy tokenizers==0.23.3
   /tmp/ggufenv/bin/python tests/unit/engine/testdata/make_tokenizer_golden.py \
-      ~/.cache/tqserve/models/SmolLM2-135M-Instruct.Q4_1.gguf ../shared/data/tokenizer/ggml-vocab-gpt-2.gguf.inp \
+      ~/.cache/tqserve/models/SmolLM2-135M-Instruct.Q4_1.gguf tests/data/tokenizer/ggml-vocab-gpt-2.gguf.inp \
       tests/unit/engine/testdata
 
 Writes, for the strings of the .inp file (same separator):

@@ -7,7 +7,7 @@ whitespace escaped, byte fallback), then used to encode text.
   /tmp/ggufenv/bin/python tests/unit/engine/testdata/spm_reference.py   (from the repository root)
 
 Prints, for the LLaMA SentencePiece test vocabulary, stories260K and (when present in ~/.cache/tqserve/models)
-Gemma 3 270M: the token count and FNV-1a-64 hash of the ids of ../shared/data/wikitext-2-raw/wiki.test.raw, and
+Gemma 3 270M: the token count and FNV-1a-64 hash of the ids of tests/data/wikitext-2-raw/wiki.test.raw, and
 the number of llama.cpp test strings whose ids agree with the .out file (the LLaMA vocabulary only). For Gemma it
 also writes tests/unit/engine/testdata/gemma3.out (ids of the test strings). Gemma's vocabulary has user-defined
 tokens of raw whitespace ("\n\n", "  "); as in llama.cpp and Hugging Face tokenizers they are split out of the raw
@@ -19,7 +19,7 @@ import gguf
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2 as pb
 
-SHARED = "../shared/"
+SHARED = "tests/data/"
 TYPES = {1: pb.ModelProto.SentencePiece.NORMAL, 2: pb.ModelProto.SentencePiece.UNKNOWN,
          3: pb.ModelProto.SentencePiece.CONTROL, 4: pb.ModelProto.SentencePiece.USER_DEFINED,
          5: pb.ModelProto.SentencePiece.UNUSED, 6: pb.ModelProto.SentencePiece.BYTE}
@@ -75,8 +75,8 @@ def fnv(ids):
     return h
 
 
-wiki = open(SHARED + "data/wikitext-2-raw/wiki.test.raw", encoding="utf-8", newline="").read()
-for path in ["data/tokenizer/ggml-vocab-llama-spm.gguf", "models/stories260K.gguf"]:
+wiki = open(SHARED + "wikitext-2-raw/wiki.test.raw", encoding="utf-8", newline="").read()
+for path in ["tokenizer/ggml-vocab-llama-spm.gguf", "models/stories260K.gguf"]:
     encode = processor(SHARED + path)
     ids = encode(wiki)
     print(path, "wiki tokens", len(ids), "fnv %016x" % fnv(ids))
@@ -91,7 +91,7 @@ if os.path.exists(gemma):
     encode = processor(gemma, dummy_prefix=False)
     ids = encode(wiki)
     print("gemma-3-270m wiki tokens", len(ids), "fnv %016x" % fnv(ids))
-    inp = open(SHARED + "data/tokenizer/ggml-vocab-gpt-2.gguf.inp", encoding="utf-8", newline="").read()
+    inp = open(SHARED + "tokenizer/ggml-vocab-gpt-2.gguf.inp", encoding="utf-8", newline="").read()
     with open("tests/unit/engine/testdata/gemma3.out", "w") as out:
         for s in inp.split("\n__ggml_vocab_test__\n")[:-1]:
             out.write(" ".join(map(str, encode(s))) + "\n")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Token count and FNV-1a-64 hash of the ids of ../shared/data/wikitext-2-raw/wiki.test.raw, encoded by Hugging Face
+"""Token count and FNV-1a-64 hash of the ids of tests/data/wikitext-2-raw/wiki.test.raw, encoded by Hugging Face
 tokenizers (BPE over the GGUF vocabulary and merges; SmolLM2: Digits(individual) + ByteLevel; GPT-2: ByteLevel).
 Used by tokenizer_test.cc WikiTextMatchesHfTokenizers. Setup as in make_tokenizer_golden.py; run from the repo root."""
 import gguf
@@ -16,9 +16,9 @@ def fnv(ids):
         h = (h * 1099511628211) & 0xFFFFFFFFFFFFFFFF
     return h
 
-text = open('../shared/data/wikitext-2-raw/wiki.test.raw', encoding='utf-8', newline='').read()
+text = open('tests/data/wikitext-2-raw/wiki.test.raw', encoding='utf-8', newline='').read()
 for path, digits in [(__import__('os').path.expanduser('~/.cache/tqserve/models/SmolLM2-135M-Instruct.Q4_1.gguf'), True),
-                     ('../shared/data/tokenizer/ggml-vocab-gpt-2.gguf', False)]:
+                     ('tests/data/tokenizer/ggml-vocab-gpt-2.gguf', False)]:
     r = gguf.GGUFReader(path)
     tokens = field_strings(r, 'tokenizer.ggml.tokens')
     merges = [tuple(m.split(' ', 1)) for m in field_strings(r, 'tokenizer.ggml.merges')]
