@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <cstring>
 
+#include "storage/cold_dir.h"
 #include "storage/cold_store.h"
 #include "storage/page_format.h"
 
@@ -87,9 +88,7 @@ Status ColdStore::Init(std::unique_ptr<IoQueue> queue) {
   extent_slots_ = static_cast<uint32_t>(std::min<uint64_t>(
       slots_per_file_, std::max<uint64_t>(largest, o.run_bytes / slot_bytes_)));
   extents_per_file_ = (slots_per_file_ + extent_slots_ - 1) / extent_slots_;
-  std::error_code ec;
-  std::filesystem::create_directories(o.cold_dir, ec);
-  if (ec) return IoError("create " + o.cold_dir + ": " + ec.message());
+  TQ_RETURN_IF_ERROR(PrepareColdDir(o.cold_dir));
   TQ_RETURN_IF_ERROR(OpenFiles());
 
   if (queue == nullptr) {

@@ -41,15 +41,16 @@ Status CompletionStatus(IoOp op, int64_t result, uint32_t length) {
 }
 
 StatusOr<IoFile> OpenIoFile(const std::string& path, bool create, bool want_direct) {
-  const int base = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
+  // 0600 and no symbolic link: cold pages hold users' prompts.
+  const int base = O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0);
   if (want_direct) {
-    int fd = ::open(path.c_str(), base | O_DIRECT, 0644);
+    int fd = ::open(path.c_str(), base | O_DIRECT, 0600);
     if (fd >= 0) return IoFile{fd, true};
     if (errno != EINVAL) return ErrnoToStatus(errno, "open " + path);
     spdlog::info("cold tier: O_DIRECT refused for {} (file system does not support it); using buffered I/O",
                  path);
   }
-  int fd = ::open(path.c_str(), base, 0644);
+  int fd = ::open(path.c_str(), base, 0600);
   if (fd < 0) return ErrnoToStatus(errno, "open " + path);
   return IoFile{fd, false};
 }

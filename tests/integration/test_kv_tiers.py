@@ -1,6 +1,7 @@
 """The KV tiers through the real daemon: a cold directory on the build disk, SPARSE heads' pages written there and
 read back, per-tier and per-class metrics (promtool-clean), GetServerInfo's tiers and classes, and the
 SubscribeKvEvents stream (stored and evicted pages, replay from a sequence number)."""
+import os
 import shutil
 import subprocess
 import tempfile
@@ -9,7 +10,7 @@ import time
 
 import grpc
 import pytest
-from conftest import Daemon, metric_value
+from conftest import BIN, Daemon, default_model, free_ports, metric_value
 from openai import OpenAI
 
 import requests_shim as http
@@ -153,3 +154,23 @@ def test_kv_events_stream_and_replay(grpc_pb, channel, tiered):
             call.cancel()
             break
     assert [e.page_id for e in replay] == [e.page_id for e in events[:10]]
+
+
+@pytest.mark.parametrize("kind,reason", [("file", "is not a directory"), ("symlink", "is a symbolic link")])
+def test_a_bad_cold_dir_stops_start_up_with_the_reason(tmp_path, kind, reason):
+    if not os.path.exists(default_model()):
+        pytest.skip(f"{default_model()} is absent (run scripts/fetch-model.sh)")
+    target = tmp_path / "target"
+    if kind == "file":
+        target.write_text("not a directory")
+        bad = target
+    else:
+        target.mkdir()
+        bad = tmp_path / "link"
+        bad.symlink_to(target)
+    http_port, grpc_port = free_ports(2)
+    r = subprocess.run([str(BIN), "serve", "--host", "127.0.0.1", "--http-port", str(http_port), "--grpc-port",
+                        str(grpc_port), "--threads", "2", "--ctx-size", "512", "--kv-preset", "uniform:tq4",
+                        "--kv-cold-dir", str(bad)], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert reason in r.stdout + r.stderr and str(bad) in r.stdout + r.stderr, r.stdout + r.stderr
