@@ -115,7 +115,16 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
     spdlog::warn("context {} is longer than the model's trained context {}", e->ctx_size_, trained);
   }
   TQ_ASSIGN_OR_RETURN(e->kv_layout_, KvLayout::Create(e->model_->hparams(), options.kv));
-  spdlog::info("KV cache: {} ({:.2f} bits per value)", e->kv_layout_->Describe(), e->kv_layout_->bits_per_value());
+  {
+    // K and V of every (layer, KV head) for one sequence of the configured context, in MiB.
+    const HParams& shape = e->model_->hparams();
+    const double values = 2.0 * shape.n_layers * shape.n_kv_heads * shape.head_dim * static_cast<double>(e->ctx_size_);
+    const double bits = e->kv_layout_->bits_per_value();
+    const double mib = values * bits / 8 / (1 << 20), f16_mib = values * 2 / (1 << 20);
+    spdlog::info("KV cache: {}; {:.2f} bits per value: {:.1f} MiB per {}-token sequence, {:.1f} MiB less than f16 "
+                 "({:.2f}x smaller)",
+                 e->kv_layout_->Describe(), bits, mib, e->ctx_size_, f16_mib - mib, bits > 0 ? 16.0 / bits : 0.0);
+  }
   if (options.device == "cuda") {
     TQ_ASSIGN_OR_RETURN(e->gpu_, CreateGpuBackend(*e->model_, *e->kv_layout_, options, e->ctx_size_));
     spdlog::info("GPU: {}", e->gpu_->Describe());
