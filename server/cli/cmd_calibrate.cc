@@ -8,6 +8,7 @@
 #include "engine/eval/calibrate.h"
 #include "server/cli/commands.h"
 #include "server/cli/model_args.h"
+#include "server/cli/progress.h"
 
 namespace tq::cli {
 namespace {
@@ -43,11 +44,12 @@ int Run(const CalibrateArgs& a) {
   o.format = a.sparse_format;
   o.baseline_format = a.baseline_format == "none" ? "" : a.baseline_format;
   engine::ThreadPool pool(a.model.threads);
-  const auto progress = [](const engine::SensitivityStep& s) {
-    const double left = s.seconds / s.done * (s.total - s.done);
-    std::fprintf(stderr, "\rhead %d/%d (layer %d, KV head %d): KLD %.5f - %.5f, %.0f s left   ", s.done,
-                 s.total, s.layer, s.kv_head, s.kld, s.baseline, left);
-    if (s.done == s.total) std::fprintf(stderr, "\n");
+  ProgressLine line("calibrate: head");
+  const auto progress = [&line](const engine::SensitivityStep& s) {
+    char detail[96];
+    std::snprintf(detail, sizeof detail, "layer %d, KV head %d, KLD %.5f - %.5f", s.layer, s.kv_head, s.kld,
+                  s.baseline);
+    line.Update(s.done, s.total, detail);
   };
   auto profile = engine::Calibrate(*in->model, *in->tokenizer, in->text, o, pool, progress);
   if (!profile.ok()) {

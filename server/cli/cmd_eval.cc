@@ -9,6 +9,7 @@
 #include "engine/eval/perplexity.h"
 #include "server/cli/commands.h"
 #include "server/cli/model_args.h"
+#include "server/cli/progress.h"
 
 namespace tq::cli {
 namespace {
@@ -50,9 +51,11 @@ int Run(const EvalArgs& a, bool kld) {
   o.store = a.model.store;
   o.ref_kv.k_format = a.ref_k;
   o.ref_kv.v_format = a.ref_v;
-  auto progress = [](int done, int total, double ppl) {
-    std::fprintf(stderr, "\r[%d/%d] ppl %.4f", done, total, ppl);
-    if (done == total) std::fprintf(stderr, "\n");
+  ProgressLine line(kld ? "kld: chunk" : "ppl: chunk");
+  auto progress = [&line](int done, int total, double ppl) {
+    char detail[32];
+    std::snprintf(detail, sizeof detail, "ppl %.4f", ppl);
+    line.Update(done, total, detail);
   };
   nlohmann::json out{{"model", *path}, {"file", a.file}, {"ctx", a.ctx}, {"threads", pool.size()},
                      {"kv_k", a.model.kv.k_format}, {"kv_v", a.model.kv.v_format},

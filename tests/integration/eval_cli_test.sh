@@ -17,6 +17,12 @@ echo "$out" | sed -n '/^{/,$p' > "$tmp/ppl.json"
 ppl=$(json "$tmp/ppl.json" "d['ppl']")
 python3 -c "import sys; sys.exit(0 if 5 < $ppl < 100 else 1)" && pass "ppl $ppl is plausible" || fail "ppl $ppl"
 [ "$(json "$tmp/ppl.json" "d['tokens']")" = 127 ] && pass "scores ctx/2 - 1 tokens" || fail "token count"
+# Progress: a line with chunks done and an ETA on a terminal (script(1) gives the command a pty), none when piped.
+grep -q $'\r' <<<"$out" && fail "progress printed into a pipe: $out" || pass "no progress line when piped"
+expect_rc 0 "eval ppl on a terminal" -- script -qec "'$bin' eval ppl -m '$model' -f '$text' --ctx 128 --chunks 2 -t 2" \
+  /dev/null
+expect_out "ppl: chunk 2/2 (100%)" "a terminal shows the chunks done"
+expect_out "ETA" "and the time left"
 
 expect_rc 0 "eval kld tq4 vs f16" -- "$bin" eval kld -m "$model" -f "$text" --ctx 256 --chunks 1 -t 2 \
   --kv-k tq4 --kv-v tq4 --json
