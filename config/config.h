@@ -61,7 +61,11 @@ struct KvConfig {
   int64_t hot_bytes = int64_t{2} << 30;
   int64_t warm_bytes = int64_t{2} << 30;
   bool warm_lock = false;
-  std::string cold_dir;
+  // "auto" (the default) = <$HOME>/.cache/tqserve/kv, resolved by the loader, which then sets cold_dir_optional:
+  // a default directory that cannot be used leaves the cold tier off with a warning. "" = no cold tier; any other
+  // path must work or start-up fails.
+  std::string cold_dir = "auto";
+  bool cold_dir_optional = false;  // not an option: set by Loader::Finish for "auto"
   int64_t cold_bytes = int64_t{16} << 30;
   int64_t cold_cache_bytes = int64_t{128} << 20;
   std::string io_backend = "auto";  // auto | io_uring | pread

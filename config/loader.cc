@@ -159,7 +159,12 @@ Status Loader::Finish(const KeyValues& env) {
   for (const auto& [name, value] : env) {
     if (name == "HOME") home = value;
   }
-  for (std::string* path : {&config_.model.dir, &config_.model.path}) {
+  if (config_.kv.cold_dir == "auto") {
+    // Without HOME there is no default cache directory: no cold tier (the start-up line says so).
+    config_.kv.cold_dir = home.empty() ? "" : "~/.cache/tqserve/kv";
+    config_.kv.cold_dir_optional = true;
+  }
+  for (std::string* path : {&config_.model.dir, &config_.model.path, &config_.kv.cold_dir}) {
     if (path->starts_with("~/") && !home.empty()) *path = home + path->substr(1);
   }
   return Status::Ok();

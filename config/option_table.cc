@@ -135,8 +135,9 @@ std::vector<Option> BuildOptionTable(Config* c) {
   Add(&t, "kv.warm_lock", "kv-warm-lock", "mlock the warm tier (needs RLIMIT_MEMLOCK; runs unlocked if refused)",
       BoolField(&c->kv.warm_lock, false));
   Add(&t, "kv.cold_dir", "kv-cold-dir",
-      "Directory of the cold tier's files (NVMe) for SPARSE heads' pages; empty = no cold tier (SPARSE in warm)",
-      StringField(&c->kv.cold_dir, ""));
+      "Directory of the cold tier's files (NVMe) for SPARSE heads' pages and the prefix cache across restarts; "
+      "auto = ~/.cache/tqserve/kv where it can be used (else RAM, with a warning); '' = no cold tier",
+      StringField(&c->kv.cold_dir, "auto"));
   Add(&t, "kv.cold_bytes", "kv-cold-bytes", "Budget of the cold tier on disk",
       BytesField(&c->kv.cold_bytes, int64_t{16} << 30, int64_t{1} << 20, int64_t{1} << 50));
   Add(&t, "kv.cold_cache_bytes", "kv-cold-cache-bytes",

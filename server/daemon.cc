@@ -109,6 +109,7 @@ int RunDaemon(const config::Config& cfg) {
   eo.kv_store.warm_bytes = static_cast<uint64_t>(cfg.kv.warm_bytes);
   eo.kv_store.warm_lock = cfg.kv.warm_lock;
   eo.kv_store.cold_dir = cfg.kv.cold_dir;
+  eo.kv_store.cold_optional = cfg.kv.cold_dir_optional;
   eo.kv_store.cold_bytes = static_cast<uint64_t>(cfg.kv.cold_bytes);
   eo.kv_store.cold_cache_bytes = static_cast<uint64_t>(cfg.kv.cold_cache_bytes);
   eo.kv_store.io_backend = cfg.kv.io_backend;

@@ -110,6 +110,9 @@ std::vector<MetricFamily> KvMetricFamilies(const engine::EngineStats& st) {
   const engine::ColdCacheStats& cc = s.cold_cache;
   single("tqserve_kv_compression_ratio", "f16 KV bytes over the bytes the configured formats take",
          MetricType::Gauge, st.kv_bits_per_value > 0 ? 16.0 / st.kv_bits_per_value : 0.0);
+  single("tqserve_kv_cold_tier_unavailable",
+         "1 when the default cold directory could not be used and every page stays in RAM (the start-up log says why)",
+         MetricType::Gauge, s.cold_unavailable.empty() ? 0.0 : 1.0);
   single("tqserve_kv_prefetch_hits_total", "Cold pages attention found ready in the cold cache", MetricType::Counter,
          static_cast<double>(cc.prefetch_hits));
   single("tqserve_kv_prefetch_held_total",

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "storage/cold_dir.h"
 #include "storage/io_queue.h"
 #include "storage/tier_stats.h"
 
@@ -217,6 +218,7 @@ class ColdStore {
   void CountError(const Status& status);
 
   ColdStoreOptions options_;
+  ColdDirLock dir_lock_;  // held while the store lives (files close first, in ~ColdStore)
   std::unique_ptr<IoQueue> queue_;
   std::vector<File> files_;
   bool direct_ = true;

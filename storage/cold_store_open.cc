@@ -89,6 +89,7 @@ Status ColdStore::Init(std::unique_ptr<IoQueue> queue) {
       slots_per_file_, std::max<uint64_t>(largest, o.run_bytes / slot_bytes_)));
   extents_per_file_ = (slots_per_file_ + extent_slots_ - 1) / extent_slots_;
   TQ_RETURN_IF_ERROR(PrepareColdDir(o.cold_dir));
+  TQ_ASSIGN_OR_RETURN(dir_lock_, ColdDirLock::Lock(o.cold_dir));
   TQ_RETURN_IF_ERROR(OpenFiles());
 
   if (queue == nullptr) {

@@ -63,6 +63,20 @@ std::string_view KvEventKindName(KvEvent::Kind kind) {
 
 StatusOr<std::unique_ptr<KvPageStore>> KvPageStore::Open(const KvStoreOptions& options,
                                                          std::array<uint32_t, 3> class_page_bytes) {
+  if (options.cold_optional && !options.cold_dir.empty()) {
+    // The default directory: use it if it works, else run on the RAM tiers and say why.
+    KvStoreOptions strict = options;
+    strict.cold_optional = false;
+    auto with_cold = Open(strict, class_page_bytes);
+    if (with_cold.ok()) return with_cold;
+    KvStoreOptions ram = strict;
+    ram.cold_dir.clear();
+    TQ_ASSIGN_OR_RETURN(std::unique_ptr<KvPageStore> s, Open(ram, class_page_bytes));
+    s->cold_unavailable_ = with_cold.status().ToString();
+    spdlog::warn("KV cold tier off, every page stays in RAM: {} (kv.cold_dir names another directory; '' turns "
+                 "the cold tier off without this warning)", s->cold_unavailable_);
+    return s;
+  }
   std::unique_ptr<KvPageStore> s(new KvPageStore());
   s->options_ = options;
   const bool cold = !options.cold_dir.empty();
@@ -473,6 +487,7 @@ KvStoreStats KvPageStore::Stats() const {
   s.rehomed = rehomed_.load();
   s.refused = refused_.load();
   s.cold_held = cold_held_.load();
+  s.cold_unavailable = cold_unavailable_;
   return s;
 }
 
@@ -485,7 +500,7 @@ std::string KvPageStore::Describe() const {
            std::string(cold_->store().backend()) + (cold_->store().direct_io() ? ", O_DIRECT" : ", buffered") +
            "; cache " + GiB(options_.cold_cache_bytes) + ")";
   } else {
-    out += ", no cold tier";
+    out += cold_unavailable_.empty() ? ", no cold tier" : ", no cold tier (unavailable: " + cold_unavailable_ + ")";
   }
   return out;
 }

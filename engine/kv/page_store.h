@@ -46,6 +46,9 @@ struct KvStoreOptions {
   uint64_t warm_bytes = uint64_t{2} << 30;  // budget of the warm tier; 0 = no warm tier
   bool warm_lock = false;                    // mlock the warm arena
   std::string cold_dir;                      // "" = no cold tier
+  // The default cold directory (not one the user named): when it cannot be used (not writable, full, another
+  // daemon's, a link), the store opens without a cold tier, says why once and reports it (cold_unavailable).
+  bool cold_optional = false;
   uint64_t cold_bytes = uint64_t{16} << 30;  // budget of the cold tier on disk
   uint64_t cold_cache_bytes = uint64_t{128} << 20;  // RAM cache of cold pages
   std::string io_backend = "auto";           // "auto", "io_uring" or "pread"
@@ -87,6 +90,8 @@ struct KvStoreStats {
   uint64_t refused = 0;    // Store calls that found no room anywhere
   uint64_t cold_held =
       0;  // cold page reads attention served from pins kept since the step before (no cache visit)
+  // An optional cold tier (KvStoreOptions::cold_optional) could not be opened: the reason; "" otherwise.
+  std::string cold_unavailable;
 };
 
 // What a sequence fixes for each (layer, KV head) when the head's first page fills (docs/kv.md): stored values
@@ -235,6 +240,7 @@ class KvPageStore {
   std::array<std::atomic<uint64_t>, 3> class_pages_{}, class_bytes_{};
   std::atomic<uint64_t> fallbacks_{0}, rehomed_{0}, refused_{0};
   mutable std::atomic<uint64_t> cold_held_{0};
+  std::string cold_unavailable_;  // why an optional cold tier is off (KvStoreStats::cold_unavailable)
   std::vector<RecoveredPage> recovered_;
 
   mutable std::mutex events_mu_;

@@ -164,6 +164,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
     e->cache_->Adopt(e->store_->TakeRecovered(), e->fingerprint_);
   }
   e->stats_.kv_class_heads = e->kv_layout_->class_heads();
+  e->stats_.kv_store = e->store_->Stats();  // before the first step: tiers, and why an optional cold tier is off
   e->stats_.kv_bits_per_value = e->kv_layout_->bits_per_value();
   e->pool_ = std::make_unique<ThreadPool>(options.threads);
   e->thread_ = std::thread([raw = e.get()] { raw->Loop(); });

@@ -2,6 +2,7 @@
 import http.client as http_client
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import ssl
@@ -39,6 +40,12 @@ class Daemon:
         """ca_file: the daemon serves TLS (its --tls-* flags are in extra_args); probe it trusting this CA."""
         if not os.path.exists(default_model()):
             pytest.skip(f"{default_model()} is absent (run scripts/fetch-model.sh)")
+        # The cold tier's default directory is ~/.cache/tqserve/kv: each daemon gets one of its own instead, unless
+        # the test names one or sets HOME (tests of the default itself).
+        self.kv_dir = None
+        if "--kv-cold-dir" not in extra_args and "HOME" not in (env or {}):
+            self.kv_dir = tempfile.mkdtemp(prefix="tq-kv-")
+            extra_args = [*extra_args, "--kv-cold-dir", self.kv_dir]
         self.http_port, self.grpc_port = free_ports(2)
         self.log = tempfile.NamedTemporaryFile(prefix="tqserve-", suffix=".log", delete=False)
         clean_env = {k: v for k, v in os.environ.items() if not k.startswith("TQ_") or k == "TQ_MODEL_DIR"}
@@ -87,6 +94,8 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.kv_dir:
+            shutil.rmtree(self.kv_dir, ignore_errors=True)
         return self.proc.returncode
 
 

@@ -83,7 +83,7 @@ def test_the_same_prompt_again_reuses_the_cached_prefix(tiered):
 
 
 def test_same_text_as_the_ram_tiers(tiered):
-    ram = Daemon(["--kv-preset", "uniform:tq4", "--kv-boundary-layers", "2"])
+    ram = Daemon(["--kv-preset", "uniform:tq4", "--kv-boundary-layers", "2", "--kv-cold-dir", ""])
     try:
         assert complete(ram).choices[0].text == complete(tiered).choices[0].text
     finally:

@@ -438,5 +438,39 @@ TEST(PageStoreRamOnlyTest, AClassNoTierCanHoldIsAClearError) {
   EXPECT_NE(s.status().message().find("hot"), std::string::npos) << s.status().ToString();
 }
 
+// The default cold directory is optional: where it cannot be used (here: another store holds it) the store runs on
+// the RAM tiers and says why; the holder keeps its files. A directory the user named is not optional.
+TEST(PageStoreColdDirTest, AnOptionalColdDirInUseFallsBackToRamAndLeavesTheHolderAlone) {
+  storage::testing::TempDir dir;
+  KvStoreOptions o;
+  o.hot_bytes = 1 << 20;
+  o.warm_bytes = 1 << 20;
+  o.cold_dir = dir.path() + "/kv";
+  o.cold_bytes = 8 << 20;
+  o.io_backend = "pread";
+  auto holder = KvPageStore::Open(o, {kHotPage, kActivePage, kSparsePage});
+  ASSERT_TRUE(holder.ok()) << holder.status().ToString();
+  auto id = (*holder)->Store(PrecisionClass::kSparse, Bytes(3, kSparsePage));
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+
+  auto named = KvPageStore::Open(o, {kHotPage, kActivePage, kSparsePage});
+  ASSERT_FALSE(named.ok());
+  EXPECT_NE(named.status().message().find("in use by another process"), std::string::npos)
+      << named.status().ToString();
+
+  o.cold_optional = true;
+  auto fallback = KvPageStore::Open(o, {kHotPage, kActivePage, kSparsePage});
+  ASSERT_TRUE(fallback.ok()) << fallback.status().ToString();
+  EXPECT_FALSE((*fallback)->has_cold_tier());
+  EXPECT_EQ((*fallback)->home(PrecisionClass::kSparse), KvTier::kWarm);
+  EXPECT_NE((*fallback)->Stats().cold_unavailable.find("in use"), std::string::npos);
+  EXPECT_NE((*fallback)->Describe().find("unavailable"), std::string::npos);
+  EXPECT_TRUE((*holder)->Stats().cold_unavailable.empty());
+  auto pin = (*holder)->Pin(*id);
+  ASSERT_TRUE(pin.ok()) << pin.status().ToString();
+  EXPECT_EQ(std::vector<uint8_t>(pin->data, pin->data + kSparsePage), Bytes(3, kSparsePage))
+      << "the holder's page is intact";
+}
+
 }  // namespace
 }  // namespace tq::engine

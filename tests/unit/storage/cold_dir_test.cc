@@ -96,5 +96,42 @@ TEST(ColdDirTest, AStoreMakesPrivateFilesAndRefusesALinkedDirectory) {
   EXPECT_NE(refused.status().message().find("symbolic link"), std::string::npos) << refused.status().ToString();
 }
 
+TEST(ColdDirTest, OneHolderAtATimeAndTheSecondIsToldThePid) {
+  testing::TempDir tmp;
+  ASSERT_TRUE(PrepareColdDir(tmp.path() + "/kv").ok());
+  {
+    StatusOr<ColdDirLock> first = ColdDirLock::Lock(tmp.path() + "/kv");
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    EXPECT_TRUE(first->held());
+    EXPECT_EQ(ModeOf(tmp.path() + "/kv/LOCK"), 0600);
+    // flock locks belong to the open file description: a second open, even in this process, is refused.
+    StatusOr<ColdDirLock> second = ColdDirLock::Lock(tmp.path() + "/kv");
+    ASSERT_FALSE(second.ok());
+    EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(second.status().message().find("pid " + std::to_string(::getpid())), std::string::npos)
+        << second.status().ToString();
+  }
+  StatusOr<ColdDirLock> again = ColdDirLock::Lock(tmp.path() + "/kv");
+  EXPECT_TRUE(again.ok()) << "released when the holder is gone: " << again.status().ToString();
+}
+
+TEST(ColdDirTest, TwoStoresCannotShareADirectory) {
+  testing::TempDir tmp;
+  ColdStoreOptions o;
+  o.cold_dir = tmp.path() + "/cold";
+  o.capacity_bytes = 8ull << 20;
+  o.max_page_bytes = 16 * 1024 - kPageHeaderBytes;
+  o.file_bytes = 4ull << 20;
+  o.io = IoQueueOptions{"pread", 8};
+  StatusOr<std::unique_ptr<ColdStore>> first = ColdStore::Open(o);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  StatusOr<std::unique_ptr<ColdStore>> second = ColdStore::Open(o);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("in use by another process"), std::string::npos)
+      << second.status().ToString();
+  first->reset();
+  EXPECT_TRUE(ColdStore::Open(o).ok()) << "the directory is free once the first store is closed";
+}
+
 }  // namespace
 }  // namespace tq::storage
