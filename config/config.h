@@ -52,11 +52,11 @@ struct KvConfig {
   std::string k_format = "auto";  // auto (f16, or f32 where pages do not fit the head size) | f32 | a format name
   std::string v_format = "auto";
   int boundary_layers = 0;        // first and last N layers kept at f16
-  std::string preset;             // "" | code | longdoc | chat | auto | uniform:FMT
+  std::string preset = "default";  // default | code | longdoc | chat | auto | shares | uniform:FMT | "" (k/v formats)
   std::string profile;            // head profile JSON from `tqserve calibrate`
   std::string hot_format = "f16";
-  std::string active_format = "int8";
-  std::string sparse_format = "tq4";
+  std::string active_format = "auto";  // auto = the preset's own (engine/kv/precision.h)
+  std::string sparse_format = "auto";
   // Tiers (engine/kv/page_store.h): budgets in bytes; the cold tier exists when cold_dir is set.
   int64_t hot_bytes = int64_t{2} << 30;
   int64_t warm_bytes = int64_t{2} << 30;

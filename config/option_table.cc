@@ -107,16 +107,18 @@ std::vector<Option> BuildOptionTable(Config* c) {
   Add(&t, "kv.boundary_layers", "kv-boundary-layers", "Keep the first and last N layers' KV at f16",
       IntField(&c->kv.boundary_layers, 0, 0, 512));
   Add(&t, "kv.preset", "kv-preset",
-      "Precision classes per head: code 15:70:15, longdoc 10:60:30, chat 20:65:15, auto (P90/P40), uniform:FMT; "
+      "Precision classes per head: default (no profile needed; docs/kv.md), code 15:70:15, longdoc 10:60:30, "
+      "chat 20:65:15, auto (P90/P40), HOT:ACTIVE:SPARSE, uniform:FMT (uniform:f16 = uncompressed); "
       "empty = kv.k_format/kv.v_format everywhere",
-      StringField(&c->kv.preset, ""));
+      StringField(&c->kv.preset, "default"));
   Add(&t, "kv.profile", "kv-profile", "Head-importance profile JSON (`tqserve calibrate`) for the ranked presets",
       StringField(&c->kv.profile, ""));
   Add(&t, "kv.hot_format", "kv-hot", "Format of HOT heads: FMT or KFMT/VFMT", StringField(&c->kv.hot_format, "f16"));
-  Add(&t, "kv.active_format", "kv-active", "Format of ACTIVE heads: FMT or KFMT/VFMT",
-      StringField(&c->kv.active_format, "int8"));
-  Add(&t, "kv.sparse_format", "kv-sparse", "Format of SPARSE heads: FMT or KFMT/VFMT",
-      StringField(&c->kv.sparse_format, "tq4"));
+  Add(&t, "kv.active_format", "kv-active",
+      "Format of ACTIVE heads: FMT or KFMT/VFMT; auto = the preset's (default: int8/tq4, the others: int8)",
+      StringField(&c->kv.active_format, "auto"));
+  Add(&t, "kv.sparse_format", "kv-sparse", "Format of SPARSE heads: FMT or KFMT/VFMT; auto = the preset's (tq4)",
+      StringField(&c->kv.sparse_format, "auto"));
   Add(&t, "kv.hot_bytes", "kv-hot-bytes",
       "Budget of the hot tier (RAM; HBM with a GPU) for full KV pages: HOT heads, and others' overflow; 0 = none",
       BytesField(&c->kv.hot_bytes, int64_t{2} << 30, 0, int64_t{1} << 50));

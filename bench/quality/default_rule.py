@@ -20,8 +20,10 @@ import os
 import subprocess
 import sys
 
-CANDIDATES = ["uniform:int8", "uniform:int8/tq4", "uniform:tq8/tq4", "uniform:tq4", "uniform:tq3.5",
-              "uniform:int8/tq3.5", "uniform:tq4/tq3.5", "uniform:tq3"]
+# A candidate is a --kv-preset value, optionally followed by more KV flags. "default" is the shipped default
+# (engine/kv/precision.h kDefaultPreset: heads ranked by depth, no profile), measured like any other.
+CANDIDATES = ["uniform:int8/tq4", "uniform:tq4", "uniform:tq3.5", "uniform:int8/tq3.5", "default",
+              "default --kv-sparse int8/tq4", "default --kv-sparse tq3.5"]
 MODELS = os.path.expanduser(os.environ.get("TQ_MODEL_DIR", "~/.cache/tqserve/models"))
 SMOLLM2 = os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf")
 GEMMA3 = os.path.join(MODELS, "gemma-3-270m-q4_k_m.gguf")
@@ -36,14 +38,15 @@ def run_json(cmd):
 
 def kld(a, model, ctx, chunks, preset):
     r = run_json([a.tqserve, "eval", "kld", "-m", model, "-f", a.text, "--ctx", str(ctx), "--chunks", str(chunks),
-                  "-t", str(a.threads), "--kv-preset", preset, "--json"])
+                  "-t", str(a.threads), "--kv-preset", *preset.split(), "--json"])
     return {"dppl": r["delta_ppl_percent"], "kld": r["kld_mean"], "bits": r["bits_per_value"]}
 
 
 def niah(a, preset):
     lengths, trials = ("512,1024", "1") if a.quick else ("512,1024,2048,4096", "3")
     r = run_json([a.tqserve, "eval", "niah", "-m", SMOLLM2, "-f", a.text, "--lengths", lengths, "--depths",
-                  "0,0.25,0.5,0.75,1", "--trials", trials, "-t", str(a.threads), "--kv-preset", preset, "--json"])
+                  "0,0.25,0.5,0.75,1", "--trials", trials, "-t", str(a.threads), "--kv-preset", *preset.split(),
+                  "--json"])
     return r["accuracy"]
 
 
@@ -52,7 +55,9 @@ def main():
     ap.add_argument("--tqserve", default="build/tqserve")
     ap.add_argument("--text", default=TEXT)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--candidates", default=",".join(CANDIDATES))
+    ap.add_argument("--candidates", default=",".join(CANDIDATES), help="comma-separated candidates")
+    ap.add_argument("--f16-niah", type=float, default=None,
+                    help="f16's needle accuracy from an earlier run of this script (skips measuring it again)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
@@ -62,7 +67,7 @@ def main():
     for path in (SMOLLM2, GEMMA3):
         if not os.path.exists(path):
             sys.exit(f"default_rule: {path} is absent (scripts/fetch-model.sh [--gemma3])")
-    ref_niah = niah(a, "uniform:f16")
+    ref_niah = a.f16_niah if a.f16_niah is not None else niah(a, "uniform:f16")
     print(f"f16 needle accuracy {100 * ref_niah:.2f}%", file=sys.stderr)
     rows = []
     for preset in [c for c in a.candidates.split(",") if c]:

@@ -123,15 +123,18 @@ StatusOr<Preset> ParseShares(std::string_view text) {
 }  // namespace
 
 StatusOr<Preset> FindPreset(std::string_view name) {
-  static constexpr Preset kPresets[] = {
-      {"code", 0.15, 0.70}, {"longdoc", 0.10, 0.60}, {"chat", 0.20, 0.65}, {"auto", 0.10, 0.50}};
+  static constexpr Preset kPresets[] = {{"code", 0.15, 0.70},
+                                        {"longdoc", 0.10, 0.60},
+                                        {"chat", 0.20, 0.65},
+                                        {"auto", 0.10, 0.50},
+                                        kDefaultPreset};
   for (const Preset& p : kPresets) {
     if (p.name == name) return p;
   }
   if (name.find(':') != std::string_view::npos && name.rfind("uniform:", 0) != 0) return ParseShares(name);
   return InvalidArgumentError(
       "unknown KV preset '" + std::string(name) +
-      "' (known: code, longdoc, chat, auto, HOT:ACTIVE:SPARSE shares, uniform:FORMAT)");
+      "' (known: default, code, longdoc, chat, auto, HOT:ACTIVE:SPARSE shares, uniform:FORMAT)");
 }
 
 ConcentrationStats::ConcentrationStats(int n_layers, int n_kv_heads)
@@ -165,6 +168,20 @@ HeadProfile ConcentrationStats::ToProfile(std::string model) const {
     const int64_t c = count_[i].load();
     p.score.push_back(c ? sum_[i].load() / c : 0.0);
     p.queries += c;
+  }
+  return p;
+}
+
+HeadProfile DepthProfile(int n_layers, int n_kv_heads) {
+  HeadProfile p;
+  p.model = "";
+  p.n_layers = n_layers;
+  p.n_kv_heads = n_kv_heads;
+  p.method = "depth";
+  const double middle = (n_layers - 1) / 2.0;
+  p.score.resize(static_cast<size_t>(n_layers) * n_kv_heads);
+  for (int l = 0; l < n_layers; ++l) {
+    for (int h = 0; h < n_kv_heads; ++h) p.score[static_cast<size_t>(l) * n_kv_heads + h] = std::abs(l - middle);
   }
   return p;
 }

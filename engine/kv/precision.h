@@ -36,7 +36,7 @@ struct HeadProfile {
   std::vector<double>
       score;            // [n_layers * n_kv_heads], layer-major: importance, higher = keep more precision
   int64_t queries = 0;  // queries (concentration) or scored tokens (sensitivity) the scores are averaged over
-  std::string method = "concentration";  // "concentration" | "sensitivity"
+  std::string method = "concentration";  // "concentration" | "sensitivity" | "depth" (DepthProfile)
   std::string format;  // sensitivity: the format each head was measured in ("tq4", "int8/tq4"); else ""
   std::string baseline_format;  // sensitivity: the format whose damage was subtracted ("int8"); "" = none
   // Sensitivity: the two measurements, [n_layers * n_kv_heads] nats per token (score = kld - kld_baseline);
@@ -51,12 +51,27 @@ Status SaveHeadProfile(const HeadProfile& profile, const std::string& path);
 // (10:60:30), chat (20:65:15), auto (the seed's percentile rule: above P90 HOT, P40 to P90 ACTIVE, below P40
 // SPARSE), or explicit shares "HOT:ACTIVE:SPARSE" (three non-negative numbers with a positive sum, taken as
 // proportions: "10:50:40", "89:0:1"; name "shares").
+// "default" (the server's default, docs/kv.md "The default") needs no profile: without one it ranks heads by
+// DepthProfile, and it brings its own ACTIVE and SPARSE formats (used where kv.active_format / kv.sparse_format
+// are "auto").
 struct Preset {
   std::string_view name;
   double hot;  // share of heads, [0, 1]
   double active;
+  std::string_view active_format = "int8";  // the formats "auto" means for this preset
+  std::string_view sparse_format = "tq4";
+  bool needs_profile = true;  // false: DepthProfile when no profile is given
 };
 StatusOr<Preset> FindPreset(std::string_view name);
+
+// The server's default KV configuration, chosen by the rule in docs/kv.md ("The default") and measured by
+// bench/quality/default_rule.py: HOT none, ACTIVE (warm RAM) the outer half of the layers, SPARSE (the cold tier) the
+// inner half.
+inline constexpr Preset kDefaultPreset{"default", 0.0, 0.5, "int8/tq4", "tq4", false};
+
+// A profile that needs no calibration: a head's score is its layer's distance from the middle layer, so the first
+// and last layers (the most sensitive on the models measured, docs/kv.md) rank first; method "depth".
+HeadProfile DepthProfile(int n_layers, int n_kv_heads);
 
 // Accumulates attention concentration per (layer, KV head) from many threads (calibration).
 class ConcentrationStats {

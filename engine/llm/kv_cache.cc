@@ -67,31 +67,42 @@ StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, co
     layout->description_ = "k=" + k + " v=" + v;
   } else if (spec.preset.rfind("uniform:", 0) == 0) {
     TQ_ASSIGN_OR_RETURN(HeadKvFormat h, ParseClassFormat(spec.preset.substr(8), d, PrecisionClass::kSparse));
+    // uniform:f16 is KV uncompressed: every head HOT (in the hot tier), as without a preset.
+    if (h.k == KvFormat::kF16 && h.v == KvFormat::kF16) h.cls = PrecisionClass::kHot;
     std::fill(heads.begin(), heads.end(), h);
     layout->description_ = "preset " + spec.preset;
   } else {
     TQ_ASSIGN_OR_RETURN(Preset preset, FindPreset(spec.preset));
-    if (spec.profile_path.empty()) {
+    HeadProfile profile;
+    if (!spec.profile_path.empty()) {
+      TQ_ASSIGN_OR_RETURN(profile, LoadHeadProfile(spec.profile_path));
+    } else if (!preset.needs_profile) {
+      profile = DepthProfile(L, H);
+    } else {
       return InvalidArgumentError("KV preset '" + spec.preset +
                                   "' ranks heads by importance and needs a head profile (tqserve calibrate)");
     }
-    TQ_ASSIGN_OR_RETURN(HeadProfile profile, LoadHeadProfile(spec.profile_path));
     if (profile.n_layers != L || profile.n_kv_heads != H) {
       return InvalidArgumentError("head profile " + spec.profile_path + " is for " + std::to_string(profile.n_layers) +
                                   " layers x " + std::to_string(profile.n_kv_heads) + " KV heads; the model has " +
                                   std::to_string(L) + " x " + std::to_string(H));
     }
+    const std::string active_name =
+        spec.active_format == "auto" ? std::string(preset.active_format) : spec.active_format;
+    const std::string sparse_name =
+        spec.sparse_format == "auto" ? std::string(preset.sparse_format) : spec.sparse_format;
     TQ_ASSIGN_OR_RETURN(HeadKvFormat hot, ParseClassFormat(spec.hot_format, d, PrecisionClass::kHot));
-    TQ_ASSIGN_OR_RETURN(HeadKvFormat active, ParseClassFormat(spec.active_format, d, PrecisionClass::kActive));
-    TQ_ASSIGN_OR_RETURN(HeadKvFormat sparse, ParseClassFormat(spec.sparse_format, d, PrecisionClass::kSparse));
+    TQ_ASSIGN_OR_RETURN(HeadKvFormat active, ParseClassFormat(active_name, d, PrecisionClass::kActive));
+    TQ_ASSIGN_OR_RETURN(HeadKvFormat sparse, ParseClassFormat(sparse_name, d, PrecisionClass::kSparse));
     layout->class_formats_ = {hot, active, sparse};
     layout->ranked_ = true;
     const std::vector<PrecisionClass> classes = AssignClasses(profile, preset);
     for (size_t i = 0; i < heads.size(); ++i) {
       heads[i] = classes[i] == PrecisionClass::kHot ? hot : (classes[i] == PrecisionClass::kActive ? active : sparse);
     }
-    layout->description_ = "preset " + spec.preset + " (hot " + spec.hot_format + ", active " + spec.active_format +
-                           ", sparse " + spec.sparse_format + ")";
+    layout->description_ = "preset " + spec.preset + " (hot " + spec.hot_format + ", active " + active_name +
+                           ", sparse " + sparse_name + "; heads ranked by " +
+                           (spec.profile_path.empty() ? std::string("depth, no profile") : profile.method) + ")";
   }
   for (int l = 0; l < L; ++l) {
     LayerKvFormat f;

@@ -41,12 +41,12 @@ struct KvSpec {
   std::string k_format = "auto";  // "auto", "f32" or a kernels/formats name
   std::string v_format = "auto";
   int boundary_layers = 0;
-  std::string preset;             // "" | code | longdoc | chat | auto | uniform:FMT
-  std::string profile_path;       // head profile JSON (tqserve calibrate); needed by the ranked presets
-  // Formats per precision class, "FMT" or "KFMT/VFMT".
+  std::string preset;             // "" | default | code | longdoc | chat | auto | shares | uniform:FMT
+  std::string profile_path;       // head profile JSON (tqserve calibrate); needed by the ranked presets but default
+  // Formats per precision class, "FMT" or "KFMT/VFMT"; "auto" = the preset's own (Preset::active_format, ...).
   std::string hot_format = "f16";
-  std::string active_format = "int8";
-  std::string sparse_format = "tq4";
+  std::string active_format = "auto";
+  std::string sparse_format = "auto";
 };
 
 struct HeadKvFormat {

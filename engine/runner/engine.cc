@@ -139,6 +139,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
                                                     static_cast<int32_t>(e->model_->weight_bytes() >> 10)});
   KvStoreOptions store_options = options.kv_store;
   if (e->gpu_) store_options.cold_dir.clear();  // the GPU path keeps its cold pages itself (in cold_dir/gpu)
+  // The default cold directory serves SPARSE heads: a layout without any (uniform:f16, say) runs without it.
+  if (store_options.cold_optional && e->kv_layout_->class_heads()[2] == 0) store_options.cold_dir.clear();
   store_options.head_dim = static_cast<uint32_t>(std::max(hp.head_dim, 1));
   const bool caching = options.prefix_cache_bytes > 0 && e->kv_layout_->all_paged() && !e->gpu_;
   if (e->gpu_ && options.prefix_cache_bytes > 0) spdlog::info("prefix cache: off on the GPU path");

@@ -15,11 +15,12 @@ void AddModelFlags(CLI::App* app, ModelArgs* a) {
   app->add_option("--kv-v", a->kv.v_format, "V format: auto, f32 or a `tqserve formats` name");
   app->add_option("--kv-boundary-layers", a->kv.boundary_layers,
                   "Keep the first and last N layers at f16")->check(CLI::Range(0, 512));
-  app->add_option("--kv-preset", a->kv.preset, "Precision classes per head: code, longdoc, chat, auto, uniform:FMT");
+  app->add_option("--kv-preset", a->kv.preset,
+                  "Precision classes per head: default, code, longdoc, chat, auto, HOT:ACTIVE:SPARSE, uniform:FMT");
   app->add_option("--kv-profile", a->kv.profile_path, "Head profile JSON from `tqserve calibrate`");
   app->add_option("--kv-hot", a->kv.hot_format, "Format of HOT heads (FMT or KFMT/VFMT; default f16)");
-  app->add_option("--kv-active", a->kv.active_format, "Format of ACTIVE heads (default int8)");
-  app->add_option("--kv-sparse", a->kv.sparse_format, "Format of SPARSE heads (default tq4)");
+  app->add_option("--kv-active", a->kv.active_format, "Format of ACTIVE heads (default auto: the preset's)");
+  app->add_option("--kv-sparse", a->kv.sparse_format, "Format of SPARSE heads (default auto: the preset's)");
   engine::KvStoreOptions& st = a->store;
   app->add_option("--kv-hot-bytes", st.hot_bytes, "Hot tier budget (e.g. 2GiB; 0 = none)")
       ->transform(CLI::AsSizeValue(false));

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <tuple>
@@ -107,6 +108,48 @@ TEST(PrecisionTest, LayoutFromPresetAndProfile) {
   spec.profile_path = path;
   EXPECT_EQ(KvLayout::Create(hp, spec).status().code(), StatusCode::kInvalidArgument);
   std::filesystem::remove_all(dir);
+}
+
+// The server's default needs no profile: the outer layers ACTIVE, the inner SPARSE, in the preset's own formats
+// (kv.active_format / kv.sparse_format "auto"); explicit formats and a given profile still win.
+TEST(PrecisionTest, DefaultPresetRanksByDepthWithoutAProfile) {
+  const HeadProfile depth = DepthProfile(10, 2);
+  EXPECT_EQ(depth.method, "depth");
+  EXPECT_GT(depth.score[0], depth.score[8]);        // layer 0 before layer 4
+  EXPECT_EQ(depth.score[0], depth.score[9 * 2]);    // first and last layers alike
+  EXPECT_EQ(depth.score[4 * 2], depth.score[5 * 2]);  // the two middle layers alike
+  auto preset = FindPreset("default");
+  ASSERT_TRUE(preset.ok());
+  EXPECT_FALSE(preset->needs_profile);
+  EXPECT_TRUE(FindPreset("longdoc")->needs_profile);
+
+  HParams hp;
+  hp.n_layers = 10;
+  hp.n_kv_heads = 2;
+  hp.n_heads = 4;
+  hp.head_dim = 64;
+  KvSpec spec;
+  spec.preset = "default";
+  auto layout = KvLayout::Create(hp, spec);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  const int active = static_cast<int>(std::lround(kDefaultPreset.active * 20));
+  EXPECT_EQ((*layout)->class_heads(), (std::array<int, 3>{0, active, 20 - active}));
+  auto active_formats = KvLayout::Create(hp, KvSpec{.preset = "uniform:" + std::string(kDefaultPreset.active_format)});
+  ASSERT_TRUE(active_formats.ok());
+  EXPECT_EQ((*layout)->head(0, 0).cls, PrecisionClass::kActive);  // outermost layer
+  EXPECT_EQ((*layout)->head(0, 0).k, (*active_formats)->head(0, 0).k);
+  EXPECT_EQ((*layout)->head(0, 0).v, (*active_formats)->head(0, 0).v);
+  EXPECT_EQ((*layout)->head(5, 1).cls, PrecisionClass::kSparse);  // a middle layer
+  EXPECT_NE((*layout)->Describe().find("ranked by depth"), std::string::npos) << (*layout)->Describe();
+  spec.sparse_format = "tq3";
+  auto explicit_sparse = KvLayout::Create(hp, spec);
+  ASSERT_TRUE(explicit_sparse.ok());
+  EXPECT_EQ((*explicit_sparse)->head(5, 1).v, kernels::KvFormat::kTq3);
+
+  // uniform:f16 is uncompressed KV: every head HOT, as without a preset.
+  auto f16 = KvLayout::Create(hp, KvSpec{.preset = "uniform:f16"});
+  ASSERT_TRUE(f16.ok());
+  EXPECT_EQ((*f16)->class_heads(), (std::array<int, 3>{20, 0, 0}));
 }
 
 TEST(PrecisionTest, ExplicitSharesPreset) {
