@@ -64,8 +64,10 @@ RUN if ldd /usr/local/bin/tqserve | grep 'not found'; then exit 1; fi \
     && if [ "${BAKE_MODEL}" != 1 ]; then python3 -m venv /opt/tqserve/venv; fi
 
 USER 10001:10001
+# The cold tier in the cold volume (a directory the daemon creates 0700 inside it; the default would be under HOME).
 ENV HOME=/var/lib/tqserve \
     TQ_MODEL_DIR=/var/lib/tqserve/models \
+    TQ_KV_COLD_DIR=/var/lib/tqserve/cold/kv \
     TQSERVE_VENV=/opt/tqserve/venv \
     PIP_NO_CACHE_DIR=1
 WORKDIR /var/lib/tqserve
