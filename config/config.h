@@ -37,6 +37,7 @@ struct ServerConfig {
   std::string api_keys;         // comma-separated; empty = no authentication
   std::string tls_cert_file;    // PEM certificate chain; with tls_key_file: both front ends serve TLS only
   std::string tls_key_file;     // PEM private key of that certificate; both set or neither
+  bool web_ui = true;           // GET / serves the built-in page (chat and the KV cache map)
 };
 
 struct LimitsConfig {

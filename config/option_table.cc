@@ -80,6 +80,10 @@ std::vector<Option> BuildOptionTable(Config* c) {
       StringField(&c->server.tls_cert_file, ""));
   Add(&t, "server.tls_key_file", "tls-key-file", "PEM private key file of server.tls_cert_file",
       StringField(&c->server.tls_key_file, ""));
+  Add(&t, "server.web_ui", "web-ui",
+      "Serve the built-in page at / (a chat, and the KV cache's classes and tiers per head from /kv/state; the "
+      "data needs the API key when keys are set)",
+      BoolField(&c->server.web_ui, true));
 
   // Limits on what one request may ask for.
   Add(&t, "limits.max_body_bytes", "max-body-bytes", "Largest HTTP request body; larger bodies get 413",

@@ -193,6 +193,7 @@ int RunDaemon(const config::Config& cfg) {
   ro.api_keys = keys;
   ro.max_concurrent_requests = cfg.limits.max_concurrent_requests;
   ro.request_timeout_s = cfg.limits.request_timeout_s;
+  ro.web_ui = cfg.server.web_ui;
   router = std::make_unique<Router>(ro, eng.get(), metrics.get(), &state);
   router_ptr.store(router.get(), std::memory_order_release);
 

@@ -261,6 +261,21 @@ std::shared_ptr<const KvLayout> Engine::kv_layout() const {
   return kv_layout_;
 }
 
+std::vector<HeadPlacement> Engine::HeadPlacements() const {
+  const std::shared_ptr<const KvLayout> layout = kv_layout();
+  std::vector<HeadPlacement> out;
+  for (int l = 0; l < layout->n_layers(); ++l) {
+    const LayerKvFormat& f = layout->layer(l);
+    for (int h = 0; h < static_cast<int>(f.heads.size()); ++h) {
+      const HeadKvFormat& head = f.heads[static_cast<size_t>(h)];
+      std::string format(kernels::FormatName(head.k));
+      if (head.v != head.k) format += "/" + std::string(kernels::FormatName(head.v));
+      out.push_back({l, h, head.cls, store_->home(head.cls), std::move(format)});
+    }
+  }
+  return out;
+}
+
 void Engine::Adapt() {
   if (!adapter_) return;
   std::vector<int64_t> scored, skipped;

@@ -44,6 +44,15 @@ struct EngineOptions {
   double gpu_cold_fraction = 0;
 };
 
+// Where one (layer, KV head)'s full pages live now: its precision class, that class's home tier and its formats.
+struct HeadPlacement {
+  int layer = 0;
+  int kv_head = 0;
+  PrecisionClass cls = PrecisionClass::kHot;
+  KvTier tier = KvTier::kHot;
+  std::string format;  // "K" or "K/V" when they differ, e.g. "int8/tq4"
+};
+
 struct EngineStats {
   int running = 0;
   int waiting = 0;
@@ -91,6 +100,8 @@ class Engine {
   std::shared_ptr<const KvLayout> kv_layout() const;
   const KvPageStore& kv_store() const { return *store_; }
   bool on_gpu() const { return gpu_ != nullptr; }
+  // [n_layers * n_kv_heads], layer-major, from the current layout (adaptation moves heads between steps).
+  std::vector<HeadPlacement> HeadPlacements() const;
 
  private:
   struct Sequence;

@@ -293,25 +293,31 @@ grpc::Status InferenceService::GetServerInfo(grpc::ServerContext* context, const
     tier->set_bytes_capacity(u.capacity_bytes);
     tier->set_pages(u.pages);
   }
-  const std::shared_ptr<const engine::KvLayout> layout_ptr = engine_->kv_layout();
-  const engine::KvLayout& layout = *layout_ptr;
+  const std::vector<engine::HeadPlacement> heads = engine_->HeadPlacements();
+  const auto class_name = [](engine::PrecisionClass c) {
+    std::string name(engine::PrecisionClassName(c));
+    for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    return name;
+  };
   for (int c = 0; c < 3; ++c) {
     auto* cls = out->add_classes();
-    std::string name(engine::PrecisionClassName(static_cast<engine::PrecisionClass>(c)));
-    for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    cls->set_precision_class(name);
-    // The class's formats as configured ("K/V" when they differ); the first head of the class tells.
-    for (int l = 0; l < layout.n_layers() && cls->format().empty(); ++l) {
-      for (const engine::HeadKvFormat& h : layout.layer(l).heads) {
-        if (static_cast<int>(h.cls) != c) continue;
-        std::string f(kernels::FormatName(h.k));
-        if (h.v != h.k) f += "/" + std::string(kernels::FormatName(h.v));
-        cls->set_format(f);
-        break;
-      }
+    cls->set_precision_class(class_name(static_cast<engine::PrecisionClass>(c)));
+    // The class's formats as configured; the first head of the class tells.
+    for (const engine::HeadPlacement& h : heads) {
+      if (static_cast<int>(h.cls) != c) continue;
+      cls->set_format(h.format);
+      break;
     }
     cls->set_heads(st.kv_class_heads[c]);
     cls->set_bytes(st.kv_store.class_bytes[c]);
+  }
+  for (const engine::HeadPlacement& h : heads) {
+    auto* head = out->add_heads();
+    head->set_layer(h.layer);
+    head->set_kv_head(h.kv_head);
+    head->set_precision_class(class_name(h.cls));
+    head->set_tier(std::string(engine::KvTierName(h.tier)));
+    head->set_format(h.format);
   }
   return grpc::Status::OK;
 }

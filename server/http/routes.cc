@@ -9,6 +9,8 @@
 #include "common/build_info.h"
 #include "engine/runner/text_stream.h"
 #include "server/event_channel.h"
+#include "server/http/kv_state.h"
+#include "server/http/web_ui.h"
 #include "server/request_deadline.h"
 
 namespace tq::server {
@@ -116,8 +118,20 @@ void Router::Handle(const HttpRequest& req, ResponseWriter& w) {
     w.Send(std::move(r));
     return;
   }
+  // The page itself holds no data (it asks for the API key when one is needed); what it shows comes from
+  // /kv/state and the chat routes, which check the key like every other route.
+  if (options_.web_ui && (path == "/" || path == "/index.html") && get) {
+    HttpResponse r{http::status::ok, 11};
+    r.set(http::field::content_type, "text/html; charset=utf-8");
+    r.set(http::field::cache_control, "no-store");
+    r.set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+                                     "script-src 'self' 'unsafe-inline'");
+    r.body() = std::string(WebUiPage());
+    w.Send(std::move(r));
+    return;
+  }
   const bool known = path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/models" ||
-                     path == "/tokenize" || path == "/detokenize";
+                     path == "/tokenize" || path == "/detokenize" || path == "/kv/state";
   if (!known) {
     w.Send(ErrorResponse(http::status::not_found, "no route for " + std::string(path), "not_found_error"));
     return;
@@ -128,13 +142,14 @@ void Router::Handle(const HttpRequest& req, ResponseWriter& w) {
                          "authentication_error"));
     return;
   }
-  const bool wants_post = path != "/v1/models";
+  const bool wants_post = path != "/v1/models" && path != "/kv/state";
   if ((wants_post && !post) || (!wants_post && !get)) {
     w.Send(ErrorResponse(http::status::method_not_allowed,
                          std::string(path) + " takes " + (wants_post ? "POST" : "GET"), "invalid_request_error"));
     return;
   }
   if (path == "/v1/models") return Models(w);
+  if (path == "/kv/state") return KvState(w);
   if (path == "/tokenize") return Tokenize(req, w);
   if (path == "/detokenize") return Detokenize(req, w);
   Completions(req, w, path == "/v1/chat/completions");
@@ -144,6 +159,10 @@ void Router::Models(ResponseWriter& w) {
   json model{{"id", options_.api.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "tqserve"},
              {"max_model_len", options_.api.ctx_size}};
   w.Send(JsonResponse(http::status::ok, json{{"object", "list"}, {"data", json::array({model})}}.dump()));
+}
+
+void Router::KvState(ResponseWriter& w) {
+  w.Send(JsonResponse(http::status::ok, KvStateJson(engine_->Stats(), engine_->HeadPlacements())));
 }
 
 void Router::Tokenize(const HttpRequest& req, ResponseWriter& w) {

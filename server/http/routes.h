@@ -1,4 +1,5 @@
-// The HTTP routes: OpenAI-compatible completions and chat, models, tokenize/detokenize, metrics and probes.
+// The HTTP routes: OpenAI-compatible completions and chat, models, tokenize/detokenize, metrics and probes, the
+// built-in page (/) and its KV state (/kv/state).
 #pragma once
 
 #include <string>
@@ -17,6 +18,7 @@ struct RouterOptions {
   std::vector<std::string> api_keys;  // empty: no authentication
   int max_concurrent_requests = 0;    // generation requests at once; 0 = unlimited
   double request_timeout_s = 0;       // seconds from arrival until a generation is aborted; 0 = no limit
+  bool web_ui = true;                 // GET / serves the built-in page (its data routes need the API key)
 };
 
 class Router {
@@ -30,6 +32,7 @@ class Router {
   void Tokenize(const HttpRequest& request, ResponseWriter& writer);
   void Detokenize(const HttpRequest& request, ResponseWriter& writer);
   void Models(ResponseWriter& writer);
+  void KvState(ResponseWriter& writer);
   bool Authorized(const HttpRequest& request) const;
 
   RouterOptions options_;
