@@ -22,8 +22,7 @@ import sys
 
 # A candidate is a --kv-preset value, optionally followed by more KV flags. "default" is the shipped default
 # (engine/kv/precision.h kDefaultPreset: heads ranked by depth, no profile), measured like any other.
-CANDIDATES = ["uniform:int8/tq4", "uniform:tq4", "uniform:tq3.5", "uniform:int8/tq3.5", "default",
-              "default --kv-sparse int8/tq4", "default --kv-sparse tq3.5"]
+CANDIDATES = ["uniform:tq4", "uniform:int8/tq4", "default --kv-sparse int8/tq4", "default", "uniform:int8"]
 MODELS = os.path.expanduser(os.environ.get("TQ_MODEL_DIR", "~/.cache/tqserve/models"))
 SMOLLM2 = os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf")
 GEMMA3 = os.path.join(MODELS, "gemma-3-270m-q4_k_m.gguf")

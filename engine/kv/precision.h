@@ -61,13 +61,15 @@ struct Preset {
   std::string_view active_format = "int8";  // the formats "auto" means for this preset
   std::string_view sparse_format = "tq4";
   bool needs_profile = true;  // false: DepthProfile when no profile is given
+  int boundary_layers = 0;    // the first and last N layers HOT f16 (at least kv.boundary_layers; at most L/2)
 };
 StatusOr<Preset> FindPreset(std::string_view name);
 
 // The server's default KV configuration, chosen by the rule in docs/kv.md ("The default") and measured by
-// bench/quality/default_rule.py: HOT none, ACTIVE (warm RAM) the outer half of the layers, SPARSE (the cold tier) the
-// inner half.
-inline constexpr Preset kDefaultPreset{"default", 0.0, 0.5, "int8/tq4", "tq4", false};
+// bench/quality/default_rule.py: the first and last 2 layers HOT (f16, hot tier), the rest of the outer half of the
+// layers ACTIVE (int8 keys, tq4 values, warm RAM), the inner half SPARSE (tq4, the cold tier); 6.50 bits per value on
+// SmolLM2.
+inline constexpr Preset kDefaultPreset{"default", 0.0, 0.5, "int8/tq4", "tq4", false, 2};
 
 // A profile that needs no calibration: a head's score is its layer's distance from the middle layer, so the first
 // and last layers (the most sensitive on the models measured, docs/kv.md) rank first; method "depth".

@@ -49,6 +49,7 @@ StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, co
     return InvalidArgumentError("boundary layers " + std::to_string(spec.boundary_layers) + " must be in [0, " +
                                 std::to_string(L / 2) + "]");
   }
+  int boundary_layers = spec.boundary_layers;  // a ranked preset may keep more (Preset::boundary_layers)
   // Per-head formats before the boundary rule.
   std::vector<HeadKvFormat> heads(static_cast<size_t>(L) * H);
   bool plain = false;
@@ -96,6 +97,8 @@ StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, co
     TQ_ASSIGN_OR_RETURN(HeadKvFormat sparse, ParseClassFormat(sparse_name, d, PrecisionClass::kSparse));
     layout->class_formats_ = {hot, active, sparse};
     layout->ranked_ = true;
+    boundary_layers = std::max(boundary_layers, std::min(preset.boundary_layers, L / 2));
+    layout->spec_.boundary_layers = boundary_layers;  // WithClasses (adaptation) keeps them f16 too
     const std::vector<PrecisionClass> classes = AssignClasses(profile, preset);
     for (size_t i = 0; i < heads.size(); ++i) {
       heads[i] = classes[i] == PrecisionClass::kHot ? hot : (classes[i] == PrecisionClass::kActive ? active : sparse);
@@ -111,7 +114,7 @@ StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, co
       f.rope = {hp.n_rot, hp.arch->rope, hp.RopeBase(l)};
       if (hp.IsSlidingLayer(l)) f.window = hp.sliding_window;
     }
-    const bool edge = l < spec.boundary_layers || l >= L - spec.boundary_layers;
+    const bool edge = l < boundary_layers || l >= L - boundary_layers;
     if (!plain) {
       f.heads.assign(heads.begin() + static_cast<size_t>(l) * H, heads.begin() + static_cast<size_t>(l + 1) * H);
       if (edge) {
@@ -120,9 +123,9 @@ StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, co
     }
     layout->layers_.push_back(std::move(f));
   }
-  if (spec.boundary_layers > 0 && !plain) {
-    layout->description_ += ", f16 in layers 0-" + std::to_string(spec.boundary_layers - 1) + " and " +
-                            std::to_string(L - spec.boundary_layers) + "-" + std::to_string(L - 1);
+  if (boundary_layers > 0 && !plain) {
+    layout->description_ += ", f16 in layers 0-" + std::to_string(boundary_layers - 1) + " and " +
+                            std::to_string(L - boundary_layers) + "-" + std::to_string(L - 1);
   }
   std::vector<HeadKvFormat> in_use = layout->ranked_ ? std::vector<HeadKvFormat>(layout->class_formats_.begin(),
                                                                                   layout->class_formats_.end())

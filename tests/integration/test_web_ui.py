@@ -57,7 +57,7 @@ def test_the_page_chats_and_maps_every_head(grpc_pb):
         with grpc.insecure_channel(f"127.0.0.1:{d.grpc_port}") as ch:
             info = g.InferenceStub(ch).GetServerInfo(m.GetServerInfoRequest())
         want = {(h.layer, h.kv_head): (h.precision_class.lower(), h.tier, h.format) for h in info.heads}
-        assert len(want) == 30 * 3 and {c for c, _, _ in want.values()} == {"active", "sparse"}
+        assert len(want) == 30 * 3 and {c for c, _, _ in want.values()} == {"hot", "active", "sparse"}
         # The page redraws every second: read the cells in one script, from one drawing.
         cells = driver.execute_script("""
             return [...document.querySelectorAll('#map td')].map(c =>

@@ -132,14 +132,28 @@ TEST(PrecisionTest, DefaultPresetRanksByDepthWithoutAProfile) {
   spec.preset = "default";
   auto layout = KvLayout::Create(hp, spec);
   ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  // 10 layers: the boundary layers 0, 1, 8, 9 HOT; the rest of the outer half ACTIVE; the inner half SPARSE.
   const int active = static_cast<int>(std::lround(kDefaultPreset.active * 20));
-  EXPECT_EQ((*layout)->class_heads(), (std::array<int, 3>{0, active, 20 - active}));
+  const int hot = 2 * 2 * kDefaultPreset.boundary_layers;
+  EXPECT_EQ((*layout)->class_heads(), (std::array<int, 3>{hot, active - hot, 20 - active}));
   auto active_formats = KvLayout::Create(hp, KvSpec{.preset = "uniform:" + std::string(kDefaultPreset.active_format)});
   ASSERT_TRUE(active_formats.ok());
-  EXPECT_EQ((*layout)->head(0, 0).cls, PrecisionClass::kActive);  // outermost layer
-  EXPECT_EQ((*layout)->head(0, 0).k, (*active_formats)->head(0, 0).k);
-  EXPECT_EQ((*layout)->head(0, 0).v, (*active_formats)->head(0, 0).v);
+  EXPECT_EQ((*layout)->head(0, 0).cls, PrecisionClass::kHot);  // outermost layer
+  EXPECT_EQ((*layout)->head(0, 0).k, kernels::KvFormat::kF16);
+  const int outer = kDefaultPreset.boundary_layers;  // the first layer past the boundary
+  EXPECT_EQ((*layout)->head(outer, 0).cls, PrecisionClass::kActive);
+  EXPECT_EQ((*layout)->head(outer, 0).k, (*active_formats)->head(0, 0).k);
+  EXPECT_EQ((*layout)->head(outer, 0).v, (*active_formats)->head(0, 0).v);
   EXPECT_EQ((*layout)->head(5, 1).cls, PrecisionClass::kSparse);  // a middle layer
+  // Adaptation's new classes leave the boundary layers f16.
+  auto adapted = (*layout)->WithClasses(std::vector<PrecisionClass>(20, PrecisionClass::kSparse));
+  EXPECT_EQ(adapted->head(0, 0).k, kernels::KvFormat::kF16);
+  EXPECT_EQ(adapted->head(9, 1).k, kernels::KvFormat::kF16);
+  // A model with fewer layers than the preset's boundary keeps half of them f16.
+  hp.n_layers = 3;
+  auto small = KvLayout::Create(hp, spec);
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  hp.n_layers = 10;
   EXPECT_NE((*layout)->Describe().find("ranked by depth"), std::string::npos) << (*layout)->Describe();
   spec.sparse_format = "tq3";
   auto explicit_sparse = KvLayout::Create(hp, spec);
