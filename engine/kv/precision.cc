@@ -174,7 +174,6 @@ HeadProfile ConcentrationStats::ToProfile(std::string model) const {
 
 HeadProfile DepthProfile(int n_layers, int n_kv_heads) {
   HeadProfile p;
-  p.model = "";
   p.n_layers = n_layers;
   p.n_kv_heads = n_kv_heads;
   p.method = "depth";

@@ -268,9 +268,7 @@ std::vector<HeadPlacement> Engine::HeadPlacements() const {
     const LayerKvFormat& f = layout->layer(l);
     for (int h = 0; h < static_cast<int>(f.heads.size()); ++h) {
       const HeadKvFormat& head = f.heads[static_cast<size_t>(h)];
-      std::string format(kernels::FormatName(head.k));
-      if (head.v != head.k) format += "/" + std::string(kernels::FormatName(head.v));
-      out.push_back({l, h, head.cls, store_->home(head.cls), std::move(format)});
+      out.push_back({l, h, head.cls, store_->home(head.cls), kernels::FormatPairName(head.k, head.v)});
     }
   }
   return out;

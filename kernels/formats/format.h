@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "common/status.h"
@@ -75,6 +76,12 @@ StatusOr<KvFormat> FormatFromName(std::string_view name);
 // Format from a stored id (page header). InvalidArgument for an unknown id.
 StatusOr<KvFormat> FormatFromId(uint8_t id);
 inline std::string_view FormatName(KvFormat format) { return GetFormatInfo(format).name; }
+// A head's key and value formats as config and the APIs write them: "FMT" when equal, else "KFMT/VFMT".
+inline std::string FormatPairName(KvFormat k, KvFormat v) {
+  std::string name(FormatName(k));
+  if (v != k) name += "/" + std::string(FormatName(v));
+  return name;
+}
 // True for formats whose codes live in a rotated domain (every tq* format).
 bool IsRotated(KvFormat format);
 

@@ -16,7 +16,6 @@ class ProgressLine {
   // `done` of `total` units finished; `detail` (e.g. "ppl 23.41") follows the counts. The line ends with a newline
   // when done == total.
   void Update(int64_t done, int64_t total, std::string_view detail = {});
-  bool enabled() const { return enabled_; }
 
  private:
   std::string what_;

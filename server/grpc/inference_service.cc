@@ -351,9 +351,7 @@ grpc::Status InferenceService::SubscribeKvEvents(grpc::ServerContext* context, c
       msg.set_kv_head(e.info.kv_head);
       msg.set_tier(std::string(engine::KvTierName(e.tier)));
       if (e.kind == engine::KvEvent::Kind::kMoved) msg.set_from_tier(std::string(engine::KvTierName(e.from)));
-      std::string f(kernels::FormatName(e.info.k));
-      if (e.info.v != e.info.k) f += "/" + std::string(kernels::FormatName(e.info.v));
-      msg.set_format(f);
+      msg.set_format(kernels::FormatPairName(e.info.k, e.info.v));
       msg.set_bytes(e.bytes);
       msg.set_unix_seconds(e.unix_seconds);
       if (!writer->Write(msg)) return grpc::Status::OK;  // the client went away

@@ -23,6 +23,16 @@ HeadProfile Profile(int layers, int heads) {
   return p;
 }
 
+// 10 layers of 2 KV heads (4 query heads), head_dim 64.
+HParams TenLayers() {
+  HParams hp;
+  hp.n_layers = 10;
+  hp.n_kv_heads = 2;
+  hp.n_heads = 4;
+  hp.head_dim = 64;
+  return hp;
+}
+
 TEST(PrecisionTest, PresetsSplitHeadsByShare) {
   const HeadProfile p = Profile(10, 10);  // 100 heads
   for (const auto& [name, hot, active] : {std::tuple{"code", 15, 70}, std::tuple{"longdoc", 10, 60},
@@ -71,11 +81,7 @@ TEST(PrecisionTest, LayoutFromPresetAndProfile) {
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "p.json").string();
   ASSERT_TRUE(SaveHeadProfile(Profile(10, 2), path).ok());
-  HParams hp;
-  hp.n_layers = 10;
-  hp.n_kv_heads = 2;
-  hp.n_heads = 4;
-  hp.head_dim = 64;
+  HParams hp = TenLayers();
   KvSpec spec;
   spec.preset = "longdoc";
   spec.profile_path = path;
@@ -123,11 +129,7 @@ TEST(PrecisionTest, DefaultPresetRanksByDepthWithoutAProfile) {
   EXPECT_FALSE(preset->needs_profile);
   EXPECT_TRUE(FindPreset("longdoc")->needs_profile);
 
-  HParams hp;
-  hp.n_layers = 10;
-  hp.n_kv_heads = 2;
-  hp.n_heads = 4;
-  hp.head_dim = 64;
+  HParams hp = TenLayers();
   KvSpec spec;
   spec.preset = "default";
   auto layout = KvLayout::Create(hp, spec);

@@ -22,6 +22,17 @@ mode_t ModeOf(const std::string& path) {
   return st.st_mode & 0777;
 }
 
+// A small pread store of 16 KiB slots in `dir`.
+ColdStoreOptions SmallStore(const std::string& dir) {
+  ColdStoreOptions o;
+  o.cold_dir = dir;
+  o.capacity_bytes = 8ull << 20;
+  o.max_page_bytes = 16 * 1024 - kPageHeaderBytes;
+  o.file_bytes = 4ull << 20;
+  o.io = IoQueueOptions{"pread", 8};
+  return o;
+}
+
 TEST(ColdDirTest, CreatesAMissingDirectoryWithMode0700) {
   testing::TempDir tmp;
   const std::string dir = tmp.path() + "/a/b/kv";
@@ -71,12 +82,7 @@ TEST(ColdDirTest, RefusesADirectoryOfAnotherUser) {
 
 TEST(ColdDirTest, AStoreMakesPrivateFilesAndRefusesALinkedDirectory) {
   testing::TempDir tmp;
-  ColdStoreOptions o;
-  o.cold_dir = tmp.path() + "/cold";
-  o.capacity_bytes = 8ull << 20;
-  o.max_page_bytes = 16 * 1024 - kPageHeaderBytes;
-  o.file_bytes = 4ull << 20;
-  o.io = IoQueueOptions{"pread", 8};
+  ColdStoreOptions o = SmallStore(tmp.path() + "/cold");
   {
     StatusOr<std::unique_ptr<ColdStore>> store = ColdStore::Open(o);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -117,12 +123,7 @@ TEST(ColdDirTest, OneHolderAtATimeAndTheSecondIsToldThePid) {
 
 TEST(ColdDirTest, TwoStoresCannotShareADirectory) {
   testing::TempDir tmp;
-  ColdStoreOptions o;
-  o.cold_dir = tmp.path() + "/cold";
-  o.capacity_bytes = 8ull << 20;
-  o.max_page_bytes = 16 * 1024 - kPageHeaderBytes;
-  o.file_bytes = 4ull << 20;
-  o.io = IoQueueOptions{"pread", 8};
+  ColdStoreOptions o = SmallStore(tmp.path() + "/cold");
   StatusOr<std::unique_ptr<ColdStore>> first = ColdStore::Open(o);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   StatusOr<std::unique_ptr<ColdStore>> second = ColdStore::Open(o);
