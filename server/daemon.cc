@@ -11,6 +11,8 @@
 #include <sstream>
 #include <thread>
 
+#include "server/engine_config.h"
+#include "server/generation.h"
 #include "server/grpc/inference_service.h"
 #include "server/http/http_server.h"
 #include "server/http/routes.h"
@@ -20,8 +22,6 @@ namespace tq::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 std::vector<std::string> SplitKeys(const std::string& text) {
   std::vector<std::string> keys;
@@ -35,18 +35,7 @@ std::vector<std::string> SplitKeys(const std::string& text) {
   return keys;
 }
 
-StatusOr<std::string> ModelPath(const config::Config& cfg) {
-  std::string path = cfg.model.path;
-  if (path.empty()) path = cfg.model.dir + "/" + kDefaultModelFile;
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    return NotFoundError("model file " + path + " does not exist" +
-                         (cfg.model.path.empty() ? " (fetch the default model with scripts/fetch-model.sh)" : ""));
-  }
-  return path;
-}
-
-std::string DisplayName(const config::Config& cfg, const engine::Engine& e, const std::string& path) {
+std::string DisplayName(const config::Config& cfg, const std::string& path) {
   if (!cfg.server.model_id.empty()) return cfg.server.model_id;
   std::string stem = std::filesystem::path(path).filename().string();
   if (stem.size() > 5 && stem.ends_with(".gguf")) stem.resize(stem.size() - 5);
@@ -81,48 +70,17 @@ int RunDaemon(const config::Config& cfg) {
     return 1;
   }
   const char* const transport = tls_context ? "TLS" : "plaintext";
-  auto model_path = ModelPath(cfg);
+  auto model_path = ResolveModelPath(cfg);
   if (!model_path.ok()) {
     spdlog::error("{}", model_path.status().ToString());
     return 1;
   }
 
-  engine::EngineOptions eo;
-  eo.model_path = *model_path;
-  eo.threads = cfg.engine.threads;
-  eo.ctx_size = cfg.engine.ctx_size;
-  eo.max_batch_tokens = cfg.engine.max_batch_tokens;
-  eo.max_running = cfg.engine.max_running;
-  eo.max_waiting = cfg.engine.max_waiting;
-  eo.device = cfg.engine.device;
-  eo.gpu_warm_fraction = cfg.kv.gpu_warm_fraction;
-  eo.gpu_cold_fraction = cfg.kv.gpu_cold_fraction;
-  eo.kv.k_format = cfg.kv.k_format;
-  eo.kv.v_format = cfg.kv.v_format;
-  eo.kv.boundary_layers = cfg.kv.boundary_layers;
-  eo.kv.preset = cfg.kv.preset;
-  eo.kv.profile_path = cfg.kv.profile;
-  eo.kv.hot_format = cfg.kv.hot_format;
-  eo.kv.active_format = cfg.kv.active_format;
-  eo.kv.sparse_format = cfg.kv.sparse_format;
-  eo.kv_store.hot_bytes = static_cast<uint64_t>(cfg.kv.hot_bytes);
-  eo.kv_store.warm_bytes = static_cast<uint64_t>(cfg.kv.warm_bytes);
-  eo.kv_store.warm_lock = cfg.kv.warm_lock;
-  eo.kv_store.cold_dir = cfg.kv.cold_dir;
-  eo.kv_store.cold_optional = cfg.kv.cold_dir_optional;
-  eo.kv_store.cold_bytes = static_cast<uint64_t>(cfg.kv.cold_bytes);
-  eo.kv_store.cold_cache_bytes = static_cast<uint64_t>(cfg.kv.cold_cache_bytes);
-  eo.kv_store.io_backend = cfg.kv.io_backend;
-  eo.kv_store.io_depth = static_cast<uint32_t>(cfg.kv.io_depth);
-  eo.kv_store.direct_io = cfg.kv.direct_io;
-  eo.prefix_cache_bytes = static_cast<uint64_t>(cfg.kv.prefix_cache_bytes);
-  eo.prefix_pin_seconds = cfg.kv.prefix_pin_s;
-  eo.kv_adapt = cfg.kv.adapt;
-  eo.adapt.window = cfg.kv.adapt_window;
-  eo.adapt.every = cfg.kv.adapt_every;
+  const engine::EngineOptions eo = ToEngineOptions(cfg, *model_path);
   // The HTTP listener starts before the model loads, so probes answer during the load: /health 200, /ready and
   // everything else 503 until the router is installed. `router` outlives `http` (declared first).
   std::unique_ptr<Metrics> metrics;
+  std::unique_ptr<Generation> generation;
   std::unique_ptr<Router> router;
   std::atomic<Router*> router_ptr{nullptr};
   HttpServerOptions ho;
@@ -148,57 +106,45 @@ int RunDaemon(const config::Config& cfg) {
   }
   spdlog::info("loading model {}", eo.model_path);
   const auto t0 = Clock::now();
-  auto created = engine::Engine::Create(eo);
+  auto created = engine::CreateEngine(eo);
   if (!created.ok()) {
     spdlog::error("cannot load the model: {}", created.status().ToString());
     return 1;
   }
-  std::unique_ptr<engine::Engine> eng = std::move(created).value();
-  const engine::HParams& hp = eng->model().hparams();
+  std::unique_ptr<engine::EngineApi> eng = std::move(created).value();
+  const engine::ModelInfo info = eng->Info();
   spdlog::info("loaded {} in {:.2f} s: {} layers, {} heads ({} KV), head_dim {}, vocab {}, context {}, {} MiB of weights",
-               hp.arch->name, std::chrono::duration<double>(Clock::now() - t0).count(), hp.n_layers, hp.n_heads,
-               hp.n_kv_heads, hp.head_dim, hp.vocab_size, eng->ctx_size(), eng->model().weight_bytes() >> 20);
-
-  // Chat template.
-  std::optional<engine::ChatTemplate> chat;
-  if (cfg.server.chat_format != "auto") {
-    chat = engine::ChatTemplate{*engine::ParseChatFormat(cfg.server.chat_format), ""};
-  } else {
-    auto tmpl_text = eng->model().gguf().GetStringOr("tokenizer.chat_template", "");
-    auto detected = tmpl_text.ok() ? engine::DetectChatTemplate(*tmpl_text) : tmpl_text.status();
-    if (detected.ok()) {
-      chat = *detected;
-    } else {
-      spdlog::warn("chat completions are off: {}", detected.status().message());
-    }
-  }
+               info.architecture, std::chrono::duration<double>(Clock::now() - t0).count(), info.n_layers,
+               info.n_heads, info.n_kv_heads, info.head_dim, info.vocab_size, info.context_length,
+               info.weight_bytes >> 20);
 
   ApiContext api;
-  api.model_id = DisplayName(cfg, *eng, eo.model_path);
-  api.tokenizer = &eng->tokenizer();
-  api.chat = chat ? &*chat : nullptr;
-  api.ctx_size = eng->ctx_size();
+  api.model_id = DisplayName(cfg, eo.model_path);
+  api.engine = eng.get();
+  api.ctx_size = info.context_length;
+  api.vocab_size = info.vocab_size;
   api.limits.max_prompt_tokens = cfg.limits.max_prompt_tokens;
   api.limits.max_tokens = cfg.limits.max_tokens;
   api.limits.default_max_tokens = cfg.limits.default_max_tokens;
+  api.limits.max_concurrent_requests = cfg.limits.max_concurrent_requests;
+  api.limits.request_timeout_s = cfg.limits.request_timeout_s;
   const std::vector<std::string> keys = SplitKeys(cfg.server.api_keys);
 
   // KV capacity: the budgets of the tiers the engine placed pages in.
   uint64_t kv_capacity = 0;
-  for (const engine::KvTierUsage& t : eng->kv_store().Stats().tiers) kv_capacity += t.present ? t.capacity_bytes : 0;
+  for (const engine::KvTierUsage& t : eng->Stats().kv_store.tiers) kv_capacity += t.present ? t.capacity_bytes : 0;
   metrics = std::make_unique<Metrics>(kv_capacity);
+  // One admission path for both front ends (limits, draining, concurrency, deadlines, outcome metrics).
+  generation = std::make_unique<Generation>(api.limits, eng.get(), metrics.get(), &state);
 
   RouterOptions ro;
   ro.api = api;
   ro.api_keys = keys;
-  ro.max_concurrent_requests = cfg.limits.max_concurrent_requests;
-  ro.request_timeout_s = cfg.limits.request_timeout_s;
   ro.web_ui = cfg.server.web_ui;
-  router = std::make_unique<Router>(ro, eng.get(), metrics.get(), &state);
+  router = std::make_unique<Router>(ro, eng.get(), generation.get(), metrics.get(), &state);
   router_ptr.store(router.get(), std::memory_order_release);
 
-  InferenceService service(api, keys, cfg.limits.request_timeout_s, eng.get(), metrics.get(), &state);
-  service.set_max_concurrent_requests(cfg.limits.max_concurrent_requests);
+  InferenceService service(api, keys, eng.get(), generation.get(), metrics.get(), &state);
   std::unique_ptr<grpc::Server> grpc_server;
   if (cfg.server.grpc_port != 0) {
     grpc::EnableDefaultHealthCheckService(true);
@@ -225,7 +171,7 @@ int RunDaemon(const config::Config& cfg) {
   }
   state.ready = true;
   spdlog::info("HTTP listening on {}:{} ({}; model id '{}', chat format {})", cfg.server.host, http.port(), transport,
-               api.model_id, chat ? std::string(engine::ChatFormatName(chat->format)) : "none");
+               api.model_id, info.chat_format.empty() ? "none" : info.chat_format);
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <optional>
 
-#include "engine/runner/request.h"
+#include "engine/api.h"
 
 namespace tq::server {
 

@@ -2,7 +2,6 @@
 
 #include <string>
 
-#include "storage/tier_stats.h"
 
 namespace tq::server {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "engine/runner/engine.h"
+#include "engine/api.h"
 
 namespace tq::server {
 

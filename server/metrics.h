@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/runner/engine.h"
+#include "engine/api.h"
 
 namespace tq::server {
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/kv/precision.h"
+#include "engine/options.h"
 
 namespace tq::engine {
 
@@ -35,13 +36,6 @@ class HeadActivity {
   size_t n_;
   int n_kv_heads_;
   std::unique_ptr<std::atomic<int64_t>[]> scored_, skipped_;
-};
-
-struct AdaptationOptions {
-  int window = 100;  // steps
-  int every = 100;   // steps between decisions
-  int margin = 0;    // ranks; 0 = 10% of the movable heads
-  int max_moves = 4;  // pairs per decision
 };
 
 struct ClassChange {

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/kv/stats.h"
 #include "storage/cold_store.h"
 
 namespace tq::engine {
@@ -61,19 +62,6 @@ struct CacheLineAllocator {
 };
 using PageBuffer = std::vector<uint8_t, CacheLineAllocator<uint8_t>>;
 using PageBytes = std::shared_ptr<const PageBuffer>;
-
-struct ColdCacheStats {
-  uint64_t cached_bytes = 0;   // page bytes in the cache now
-  uint64_t cached_pages = 0;
-  uint64_t prefetch_hits = 0;  // Get found the page ready
-  uint64_t prefetch_late = 0;  // Get waited for a read already in flight
-  uint64_t misses = 0;         // Get found nothing and read synchronously
-  uint64_t evictions = 0;
-  uint64_t read_failures = 0;
-  uint64_t write_failures = 0;
-  uint64_t stall_ns = 0;       // time Get spent waiting for reads
-  uint64_t read_ios = 0;       // read I/Os the store submitted (adjacent pages read together count once)
-};
 
 class ColdPageCache {
  public:

@@ -30,6 +30,8 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/kv/stats.h"
+#include "engine/options.h"
 #include "engine/kv/cold_cache.h"
 #include "engine/kv/precision.h"
 #include "kernels/formats/format.h"
@@ -37,61 +39,11 @@
 
 namespace tq::engine {
 
-enum class KvTier : uint8_t { kHot = 0, kWarm = 1, kCold = 2 };
-inline constexpr int kKvTiers = 3;
-std::string_view KvTierName(KvTier tier);  // "hot", "warm", "cold"
-
-struct KvStoreOptions {
-  uint64_t hot_bytes = uint64_t{2} << 30;   // budget of the hot tier; 0 = no hot tier
-  uint64_t warm_bytes = uint64_t{2} << 30;  // budget of the warm tier; 0 = no warm tier
-  bool warm_lock = false;                    // mlock the warm arena
-  std::string cold_dir;                      // "" = no cold tier
-  // The default cold directory (not one the user named): when it cannot be used (not writable, full, another
-  // daemon's, a link), the store opens without a cold tier, says why once and reports it (cold_unavailable).
-  bool cold_optional = false;
-  uint64_t cold_bytes = uint64_t{16} << 30;  // budget of the cold tier on disk
-  uint64_t cold_cache_bytes = uint64_t{128} << 20;  // RAM cache of cold pages
-  std::string io_backend = "auto";           // "auto", "io_uring" or "pread"
-  uint32_t io_depth = 64;                    // cold reads and writes in flight
-  bool direct_io = true;                     // O_DIRECT where the file system allows
-  // Identity of the model and KV layout: cold pages of an earlier run with the same fingerprint are kept at
-  // start-up (TakeRecovered) for the prefix cache; others are erased.
-  uint64_t fingerprint = 0;
-  uint32_t head_dim = 256;  // at least the model's: sizes the record in front of cold pages (a V scale per channel)
-  // Tests only: wraps the cold tier's I/O queue (e.g. a storage::FaultQueue around the real one).
-  std::function<std::unique_ptr<storage::IoQueue>(std::unique_ptr<storage::IoQueue>)> wrap_queue;
-};
-
 // A page's bytes while attention reads them: a pointer into a RAM arena, or into cached cold bytes that `hold`
 // keeps alive.
 struct PinnedPage {
   const uint8_t* data = nullptr;
   PageBytes hold;
-};
-
-struct KvTierUsage {
-  bool present = false;
-  uint64_t pages = 0;
-  uint64_t bytes = 0;           // page payload bytes
-  uint64_t capacity_bytes = 0;  // the budget
-  uint64_t slot_bytes = 0;      // pages occupy whole slots (one in RAM; in the cold tier as many as they need)
-  uint64_t slots = 0;
-  uint64_t slots_used = 0;
-  storage::TierStatsSnapshot io;  // reads, writes, latency, errors as the tier counted them
-};
-
-struct KvStoreStats {
-  std::array<KvTierUsage, kKvTiers> tiers;
-  std::array<uint64_t, 3> class_pages{};  // by PrecisionClass
-  std::array<uint64_t, 3> class_bytes{};
-  ColdCacheStats cold_cache;
-  uint64_t fallbacks = 0;  // pages placed outside their class's home tier
-  uint64_t rehomed = 0;    // cold pages moved to RAM after a failed write
-  uint64_t refused = 0;    // Store calls that found no room anywhere
-  uint64_t cold_held =
-      0;  // cold page reads attention served from pins kept since the step before (no cache visit)
-  // An optional cold tier (KvStoreOptions::cold_optional) could not be opened: the reason; "" otherwise.
-  std::string cold_unavailable;
 };
 
 // What a sequence fixes for each (layer, KV head) when the head's first page fills (docs/kv.md): stored values
@@ -127,7 +79,7 @@ struct RecoveredPage {
 
 // One entry of the event log that SubscribeKvEvents streams. Sequence numbers start at 1 and have no gaps.
 struct KvEvent {
-  enum class Kind : uint8_t { kStored, kMoved, kEvicted };
+  using Kind = KvEventKind;
   uint64_t seq = 0;
   Kind kind = Kind::kStored;
   uint64_t page = 0;
@@ -138,7 +90,6 @@ struct KvEvent {
   PageInfo info;
   double unix_seconds = 0;
 };
-std::string_view KvEventKindName(KvEvent::Kind kind);  // "stored", "moved", "evicted"
 
 class KvPageStore {
  public:

@@ -40,16 +40,6 @@ struct PrefixEntry {
   std::chrono::steady_clock::time_point last_used;
 };
 
-struct PrefixCacheStats {
-  uint64_t entries = 0;
-  uint64_t bytes = 0;
-  uint64_t lookups = 0;
-  uint64_t hits = 0;           // lookups that reused at least one page
-  uint64_t hit_tokens = 0;     // prompt tokens whose KV came from the cache
-  uint64_t evictions = 0;
-  uint64_t recovered_entries = 0;
-};
-
 class PrefixCache {
  public:
   using Clock = std::chrono::steady_clock;

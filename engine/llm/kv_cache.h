@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/options.h"
 #include "engine/kv/adaptation.h"
 #include "engine/kv/page_store.h"
 #include "engine/kv/prefix_cache.h"
@@ -32,22 +33,6 @@
 #include "kernels/formats/format.h"
 
 namespace tq::engine {
-
-// KV formats per (layer, KV head). Without a preset: uniform K and V formats ("auto" = f16 where the page kernels
-// support the head dimension, else f32). With a preset (engine/kv/precision.h) and a head profile: each head gets
-// its precision class's formats; "uniform:FMT" puts every head in FMT. Either way the first and last
-// `boundary_layers` layers stay f16.
-struct KvSpec {
-  std::string k_format = "auto";  // "auto", "f32" or a kernels/formats name
-  std::string v_format = "auto";
-  int boundary_layers = 0;
-  std::string preset;             // "" | default | code | longdoc | chat | auto | shares | uniform:FMT
-  std::string profile_path;       // head profile JSON (tqserve calibrate); needed by the ranked presets but default
-  // Formats per precision class, "FMT" or "KFMT/VFMT"; "auto" = the preset's own (Preset::active_format, ...).
-  std::string hot_format = "f16";
-  std::string active_format = "auto";
-  std::string sparse_format = "auto";
-};
 
 struct HeadKvFormat {
   kernels::KvFormat k = kernels::KvFormat::kF16;

@@ -109,6 +109,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   e->options_ = options;
   TQ_ASSIGN_OR_RETURN(e->model_, Model::Open(options.model_path));
   TQ_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::FromGguf(e->model_->gguf()));
+  TQ_RETURN_IF_ERROR(e->SetUpChat());
   const int trained = e->model_->hparams().n_ctx_train;
   e->ctx_size_ = options.ctx_size > 0 ? options.ctx_size : trained;
   if (e->ctx_size_ > trained) {

@@ -1,6 +1,7 @@
 // The engine: one loop that schedules every step (continuous batching with chunked prefill under a token budget),
 // runs the model forward on a thread pool, samples, and streams tokens to each request's sink.
-// The server's only view of the engine: front ends include this header and request.h.
+// The front ends see it through engine/api.h (EngineApi); the tools (bench, eval, calibrate) use this class and
+// its accessors directly.
 #pragma once
 
 #include <array>
@@ -9,90 +10,45 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
+#include "engine/api.h"
 #include "engine/gpu/backend.h"
 #include "engine/llm/model.h"
+#include "engine/runner/chat_template.h"
 #include "engine/runner/request.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace tq::engine {
 
-struct EngineOptions {
-  std::string model_path;
-  int threads = 0;             // 0 = all cores
-  int ctx_size = 0;            // per sequence; 0 = the model's trained context
-  int max_batch_tokens = 512;  // tokens per step: decodes first, then prefill chunks
-  int max_running = 32;        // sequences decoding at once
-  int max_waiting = 1024;      // queued requests beyond which Submit() says resource_exhausted
-  KvSpec kv;                   // KV formats per layer
-  KvStoreOptions kv_store;     // tier budgets, cold directory, I/O backend
-  uint64_t prefix_cache_bytes = uint64_t{1} << 30;  // pages kept for reuse by later requests; 0 = off
-  double prefix_pin_seconds = 0;                    // a cached prefix used within this long is not evicted
-  bool kv_adapt = false;                            // online adaptation of classes (engine/kv/adaptation.h)
-  AdaptationOptions adapt;
-  // Where the forward pass runs: "cpu", or "cuda" (engine/gpu/backend.h: weights and KV in GPU memory,
-  // kv_store.hot_bytes the device pool's budget, gpu_warm_fraction of the heads' pages in pinned host memory,
-  // gpu_cold_fraction on disk in kv_store.cold_dir; one K and one V format everywhere; no prefix cache or
-  // online adaptation there yet).
-  std::string device = "cpu";
-  double gpu_warm_fraction = 0;
-  double gpu_cold_fraction = 0;
-};
-
-// Where one (layer, KV head)'s full pages live now: its precision class, that class's home tier and its formats.
-struct HeadPlacement {
-  int layer = 0;
-  int kv_head = 0;
-  PrecisionClass cls = PrecisionClass::kHot;
-  KvTier tier = KvTier::kHot;
-  std::string format;  // "K" or "K/V" when they differ, e.g. "int8/tq4"
-};
-
-struct EngineStats {
-  int running = 0;
-  int waiting = 0;
-  uint64_t kv_bytes = 0;             // KV held by live sequences
-  uint64_t steps = 0;
-  uint64_t prompt_tokens_total = 0;
-  uint64_t generated_tokens_total = 0;
-  uint64_t preemptions_total = 0;  // sequences sent back to the queue to free KV (recomputed later)
-  uint64_t recomputes_total = 0;   // sequences recomputed after a KV read fault
-  uint64_t kv_faults_total = 0;    // KV read faults seen (each one recomputes or fails its sequence)
-  KvStoreStats kv_store;           // tiers, classes, cold cache
-  PrefixCacheStats prefix_cache;
-  uint64_t class_changes_total = 0;  // heads moved between ACTIVE and SPARSE by online adaptation
-  std::array<int, 3> kv_class_heads{};  // (layer, KV head) pairs per precision class
-  double kv_bits_per_value = 0;         // of the configured layout
-  uint64_t gpu_kv_capacity_bytes = 0;   // the GPU path's page pools (device and pinned); 0 on the CPU
-  uint64_t gpu_kv_used_bytes = 0;
-};
-
-class Engine {
+class Engine final : public EngineApi {
  public:
   // Loads the model and tokenizer and starts the engine thread.
   static StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
-  ~Engine();  // cancels everything still running (kShutdown) and joins the thread
+  ~Engine() override;  // cancels everything still running (kShutdown) and joins the thread
 
-  // Queues a request. Errors (nothing is queued): invalid_argument (empty prompt, prompt longer than the
-  // context, bad sampling parameters, duplicate id), unavailable (draining), resource_exhausted (queue full).
-  // On success the sink receives events until one with `final`.
-  Status Submit(GenerateRequest request, EventSink sink);
+  // EngineApi (engine/api.h says what each does).
+  ModelInfo Info() const override;
+  std::vector<int32_t> Tokenize(std::string_view text, TokenizeOptions options) const override;
+  StatusOr<std::string> Detokenize(std::span<const int32_t> ids) const override;
+  std::string TokenText(int32_t id) const override;
+  StatusOr<std::vector<int32_t>> ChatPrompt(const std::vector<ChatMessage>& messages) const override;
+  Status Submit(GenerateRequest request, EventSink sink) override;
+  bool Abort(const std::string& id) override;
+  void StopAdmitting() override;
+  void CancelAll() override;
+  EngineStats Stats() const override;
+  std::vector<HeadPlacement> HeadPlacements() const override;
+  std::vector<KvEventRecord> KvEventsSince(uint64_t after, size_t max, int timeout_ms,
+                                           uint64_t* first_available) const override;
+  uint64_t LastKvEvent() const override;
 
-  // Cancels a waiting or running request; its final event has kAborted and its KV is freed within one step.
-  // False when no live request has that id.
-  bool Abort(const std::string& id);
-
-  // Stops admitting new requests (Submit() returns unavailable); running and waiting ones continue.
-  void StopAdmitting();
-  // Ends every live request with kShutdown.
-  void CancelAll();
-
-  EngineStats Stats() const;
+  // For the tools and tests, not the front ends.
   const Model& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   int ctx_size() const { return ctx_size_; }
@@ -100,8 +56,6 @@ class Engine {
   std::shared_ptr<const KvLayout> kv_layout() const;
   const KvPageStore& kv_store() const { return *store_; }
   bool on_gpu() const { return gpu_ != nullptr; }
-  // [n_layers * n_kv_heads], layer-major, from the current layout (adaptation moves heads between steps).
-  std::vector<HeadPlacement> HeadPlacements() const;
 
  private:
   struct Sequence;
@@ -114,6 +68,8 @@ class Engine {
   };
 
   Engine() = default;
+  // Chooses the chat template (EngineOptions::chat_format); a model without a usable one serves no chat.
+  Status SetUpChat();
   void Loop();
   bool Step();  // one scheduling step; false when there was nothing to do
   void Admit();
@@ -150,6 +106,8 @@ class Engine {
   std::unique_ptr<OnlineAdapter> adapter_;
   std::unique_ptr<gpu::Backend> gpu_;  // null on the CPU; declared before the sequences, which hold its KV
   int ctx_size_ = 0;
+  std::optional<ChatTemplate> chat_;  // none: the model has no usable template (chat_unavailable_ says why)
+  std::string chat_unavailable_;
 
   mutable std::mutex mu_;  // guards waiting_, aborts_, ids_, stop_, admitting_, stats_
   std::condition_variable cv_;

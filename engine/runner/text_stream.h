@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/utf8.h"
+
 namespace tq::engine {
 
 class TextStream {
@@ -31,11 +33,7 @@ class TextStream {
   std::string matched_stop_;
 };
 
-// Length of the longest prefix of `bytes` that ends on a UTF-8 code point boundary (a trailing incomplete
-// sequence is excluded; invalid bytes count as complete so they never block the stream).
-size_t CompleteUtf8Prefix(std::string_view bytes);
-
-// True when `text` is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
-bool IsValidUtf8(std::string_view text);
+using tq::CompleteUtf8Prefix;
+using tq::IsValidUtf8;
 
 }  // namespace tq::engine

@@ -7,8 +7,6 @@
 #include <random>
 
 #include "common/build_info.h"
-#include "server/event_channel.h"
-#include "server/request_deadline.h"
 
 namespace tq::server {
 namespace {
@@ -59,12 +57,12 @@ grpc::Status ToGrpc(const Status& s) {
   return grpc::Status(code, s.message());
 }
 
-InferenceService::InferenceService(ApiContext api, std::vector<std::string> api_keys, double request_timeout_s,
-                                   engine::Engine* engine, Metrics* metrics, ServerState* state)
+InferenceService::InferenceService(ApiContext api, std::vector<std::string> api_keys, engine::EngineApi* engine,
+                                   Generation* generation, Metrics* metrics, ServerState* state)
     : api_(std::move(api)),
       api_keys_(std::move(api_keys)),
-      request_timeout_s_(request_timeout_s),
       engine_(engine),
+      generation_(generation),
       metrics_(metrics),
       state_(state) {}
 
@@ -81,9 +79,51 @@ grpc::Status InferenceService::CheckKey(grpc::ServerContext* context) const {
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "a valid API key is required (metadata authorization: Bearer KEY)");
 }
 
+namespace {
+
+// One Generate call's view of its generation: a chunk per event, written as it comes.
+class GrpcStream final : public GenerationStream {
+ public:
+  GrpcStream(grpc::ServerContext* context, grpc::ServerWriter<v1::GenerateResponse>* writer, bool logprobs,
+             const engine::EngineApi& engine)
+      : context_(context), writer_(writer), logprobs_(logprobs), engine_(engine) {}
+
+  bool ClientGone() override { return context_->IsCancelled(); }
+
+  bool OnEvent(int, const engine::GenerateEvent& ev, bool) override {
+    if (ev.tokens.empty() && ev.text.empty()) return true;
+    v1::GenerateResponse chunk;
+    auto* c = chunk.mutable_chunk();
+    c->set_text(SanitizeUtf8(ev.text));
+    for (const auto& t : ev.tokens) {
+      c->add_token_ids(t.id);
+      if (!logprobs_) continue;
+      auto* lp = c->add_logprobs();
+      lp->set_token_id(t.id);
+      lp->set_text(SanitizeUtf8(engine_.TokenText(t.id)));
+      lp->set_logprob(t.logprob);
+      for (const auto& alt : t.top) {
+        auto* top = lp->add_top();
+        top->set_token_id(alt.token);
+        top->set_text(SanitizeUtf8(engine_.TokenText(alt.token)));
+        top->set_logprob(alt.logprob);
+      }
+    }
+    return writer_->Write(chunk);
+  }
+
+ private:
+  grpc::ServerContext* context_;
+  grpc::ServerWriter<v1::GenerateResponse>* writer_;
+  bool logprobs_;
+  const engine::EngineApi& engine_;
+};
+
+}  // namespace
+
 grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::GenerateRequest* in,
                                         grpc::ServerWriter<v1::GenerateResponse>* writer) {
-  RequestDeadline deadline(request_timeout_s_);
+  RequestDeadline deadline(generation_->limits().request_timeout_s);
   deadline.Tighten(context->deadline());
   if (auto s = CheckKey(context); !s.ok()) return s;
   if (state_->draining) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is draining");
@@ -94,20 +134,26 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
   r.id = in->request_id().empty() ? NewRequestId() : in->request_id();
   switch (in->input_case()) {
     case v1::GenerateRequest::kPrompt:
-      r.prompt = engine_->tokenizer().Encode(in->prompt(), {.add_special = true, .parse_special = false});
+      if (!IsValidUtf8(in->prompt())) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "prompt is not valid UTF-8");
+      }
+      r.prompt = engine_->Tokenize(in->prompt(), {.add_special = true, .parse_special = false});
       break;
     case v1::GenerateRequest::kPromptTokens:
       r.prompt.assign(in->prompt_tokens().ids().begin(), in->prompt_tokens().ids().end());
+      for (int32_t id : r.prompt) {
+        if (id < 0 || id >= api_.vocab_size) {
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              "prompt token id " + std::to_string(id) + " is outside the vocabulary");
+        }
+      }
       break;
     case v1::GenerateRequest::kMessages: {
-      if (api_.chat == nullptr) {
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "this model has no usable chat template");
-      }
       std::vector<engine::ChatMessage> messages;
       for (const auto& m : in->messages().messages()) messages.push_back({m.role(), m.content()});
-      auto text = engine::RenderChat(*api_.chat, messages);
-      if (!text.ok()) return ToGrpc(text.status());
-      r.prompt = engine_->tokenizer().Encode(*text, {.add_special = true, .parse_special = true});
+      auto prompt = engine_->ChatPrompt(messages);
+      if (!prompt.ok()) return ToGrpc(prompt.status());
+      r.prompt = std::move(prompt).value();
       break;
     }
     case v1::GenerateRequest::INPUT_NOT_SET:
@@ -125,121 +171,49 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
     r.sampling.seed = sp.seed();
     r.sampling.has_seed = true;
   }
-  r.max_tokens = sp.has_max_tokens() ? sp.max_tokens() : api_.limits.default_max_tokens;
-  if (api_.limits.max_tokens > 0 && r.max_tokens > api_.limits.max_tokens) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "max_tokens exceeds this server's limit of " + std::to_string(api_.limits.max_tokens));
-  }
+  r.max_tokens = sp.has_max_tokens() ? sp.max_tokens() : generation_->limits().default_max_tokens;
   r.stop.assign(sp.stop().begin(), sp.stop().end());
   r.stop_tokens.assign(sp.stop_token_ids().begin(), sp.stop_token_ids().end());
   r.ignore_eos = sp.ignore_eos();
   r.logprobs = sp.logprobs();
   r.top_logprobs = sp.top_logprobs();
   r.priority = in->priority();
-  const int max_prompt = api_.limits.max_prompt_tokens > 0 ? api_.limits.max_prompt_tokens : api_.ctx_size - 1;
-  if (static_cast<int>(r.prompt.size()) > max_prompt) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the prompt has " + std::to_string(r.prompt.size()) +
-                                                                " tokens; the limit is " + std::to_string(max_prompt));
-  }
 
-  // limits.max_concurrent_requests counts HTTP and gRPC generations together: count first, then check.
-  const int now_in_flight = ++state_->in_flight;
-  struct Release {
-    ServerState* s;
-    ~Release() { --s->in_flight; }
-  } release{state_};
-  if (max_concurrent_requests_ > 0 && now_in_flight > max_concurrent_requests_) {
-    metrics_->CountRequest("grpc.Generate", "rejected");
-    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        "too many concurrent requests (limit " + std::to_string(max_concurrent_requests_) + ")");
-  }
   const std::string id = r.id;
-  auto channel = std::make_shared<EventChannel>();
-  if (Status s = engine_->Submit(std::move(r), EventChannel::SinkFor(channel, 0)); !s.ok()) {
-    metrics_->CountRequest("grpc.Generate", "rejected");
-    return ToGrpc(s);
+  std::vector<engine::GenerateRequest> choices;
+  choices.push_back(std::move(r));
+  GrpcStream stream(context, writer, sp.logprobs(), *engine_);
+  auto run = generation_->Run("grpc.Generate", std::move(choices), deadline, stream);
+  if (!run.ok()) return ToGrpc(run.status());
+  const GenerationResult& result = *run;
+  switch (result.outcome) {
+    case Outcome::kError:
+    case Outcome::kTimeout: return ToGrpc(result.error);
+    case Outcome::kAborted: return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the call");
+    case Outcome::kSuccess:
+    case Outcome::kShutdown: break;
   }
-  bool aborted = false;
-  bool timed_out = false;  // aborted because the server's limit or the client's deadline passed
-  for (;;) {
-    auto item = channel->Pop(deadline.WaitAtMost(std::chrono::milliseconds(100)));
-    if (!aborted && deadline.Expired()) {
-      aborted = timed_out = true;
-      engine_->Abort(id);
-    }
-    if (!aborted && context->IsCancelled()) {
-      aborted = true;
-      spdlog::info("gRPC Generate {}: the client cancelled the call; aborting it (found: {})", id,
-                   engine_->Abort(id));
-    }
-    if (!item) continue;
-    engine::GenerateEvent& ev = item->event;
-    if (!ev.tokens.empty() || !ev.text.empty()) {
-      v1::GenerateResponse chunk;
-      auto* c = chunk.mutable_chunk();
-      c->set_text(SanitizeUtf8(ev.text));
-      for (const auto& t : ev.tokens) {
-        c->add_token_ids(t.id);
-        if (in->sampling().logprobs()) {
-          auto* lp = c->add_logprobs();
-          lp->set_token_id(t.id);
-          lp->set_text(SanitizeUtf8(engine_->tokenizer().TokenToPiece(t.id)));
-          lp->set_logprob(t.logprob);
-          for (const auto& alt : t.top) {
-            auto* top = lp->add_top();
-            top->set_token_id(alt.token);
-            top->set_text(SanitizeUtf8(engine_->tokenizer().TokenToPiece(alt.token)));
-            top->set_logprob(alt.logprob);
-          }
-        }
-      }
-      if (!aborted && !writer->Write(chunk)) {
-        aborted = true;
-        spdlog::info("gRPC Generate {}: the stream is closed; aborting the request (found: {})", id,
-                     engine_->Abort(id));
-      }
-    }
-    if (!ev.final) continue;
-    metrics_->ObserveFinished(ev);
-    if (ev.finish_reason == engine::FinishReason::kError) {
-      metrics_->CountRequest("grpc.Generate", "error");
-      return ToGrpc(ev.error);
-    }
-    // A client deadline also cancels the call in gRPC, possibly a moment before our clock sees it pass.
-    if (aborted && ev.finish_reason == engine::FinishReason::kAborted && (timed_out || deadline.Expired())) {
-      metrics_->CountRequest("grpc.Generate", "timeout");
-      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                          deadline.by_client() ? "the call's deadline passed before generation finished"
-                                               : "the request did not finish within the server's time limit of " +
-                                                     fmt::format("{}", request_timeout_s_) +
-                                                     " s (limits.request_timeout_s)");
-    }
-    if (aborted) {
-      metrics_->CountRequest("grpc.Generate", "aborted");
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the call");
-    }
-    v1::GenerateResponse last;
-    auto* f = last.mutable_final();
-    f->set_finish_reason(ToProto(ev.finish_reason));
-    f->set_request_id(id);
-    f->mutable_usage()->set_prompt_tokens(ev.usage.prompt_tokens);
-    f->mutable_usage()->set_completion_tokens(ev.usage.completion_tokens);
-    f->mutable_usage()->set_cached_prompt_tokens(ev.usage.cached_prompt_tokens);
-    f->mutable_timings()->set_queue_seconds(ev.timings.queue_seconds);
-    f->mutable_timings()->set_time_to_first_token_seconds(ev.timings.time_to_first_token_seconds);
-    f->mutable_timings()->set_total_seconds(ev.timings.total_seconds);
-    f->mutable_timings()->set_prompt_tokens_per_second(ev.timings.prompt_tokens_per_second);
-    f->mutable_timings()->set_generated_tokens_per_second(ev.timings.generated_tokens_per_second);
-    writer->Write(last);
-    metrics_->CountRequest("grpc.Generate", "success");
-    return grpc::Status::OK;
-  }
+  const engine::GenerateEvent& ev = result.finals.front();
+  v1::GenerateResponse last;
+  auto* f = last.mutable_final();
+  f->set_finish_reason(ToProto(ev.finish_reason));
+  f->set_request_id(id);
+  f->mutable_usage()->set_prompt_tokens(ev.usage.prompt_tokens);
+  f->mutable_usage()->set_completion_tokens(ev.usage.completion_tokens);
+  f->mutable_usage()->set_cached_prompt_tokens(ev.usage.cached_prompt_tokens);
+  f->mutable_timings()->set_queue_seconds(ev.timings.queue_seconds);
+  f->mutable_timings()->set_time_to_first_token_seconds(ev.timings.time_to_first_token_seconds);
+  f->mutable_timings()->set_total_seconds(ev.timings.total_seconds);
+  f->mutable_timings()->set_prompt_tokens_per_second(ev.timings.prompt_tokens_per_second);
+  f->mutable_timings()->set_generated_tokens_per_second(ev.timings.generated_tokens_per_second);
+  writer->Write(last);
+  return grpc::Status::OK;
 }
 
 grpc::Status InferenceService::Tokenize(grpc::ServerContext* context, const v1::TokenizeRequest* in,
                                         v1::TokenizeResponse* out) {
   if (auto s = CheckKey(context); !s.ok()) return s;
-  for (int32_t id : engine_->tokenizer().Encode(in->text(), {.add_special = in->add_special(), .parse_special = true})) {
+  for (int32_t id : engine_->Tokenize(in->text(), {.add_special = in->add_special(), .parse_special = true})) {
     out->add_ids(id);
   }
   return grpc::Status::OK;
@@ -248,30 +222,27 @@ grpc::Status InferenceService::Tokenize(grpc::ServerContext* context, const v1::
 grpc::Status InferenceService::Detokenize(grpc::ServerContext* context, const v1::DetokenizeRequest* in,
                                           v1::DetokenizeResponse* out) {
   if (auto s = CheckKey(context); !s.ok()) return s;
-  std::vector<int32_t> ids(in->ids().begin(), in->ids().end());
-  for (int32_t id : ids) {
-    if (id < 0 || id >= engine_->tokenizer().vocab_size()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "token id " + std::to_string(id) + " is outside the vocabulary");
-    }
-  }
-  out->set_text(SanitizeUtf8(engine_->tokenizer().Decode(ids)));
+  const std::vector<int32_t> ids(in->ids().begin(), in->ids().end());
+  auto text = engine_->Detokenize(ids);
+  if (!text.ok()) return ToGrpc(text.status());
+  out->set_text(SanitizeUtf8(*text));
   return grpc::Status::OK;
 }
 
 grpc::Status InferenceService::GetModelInfo(grpc::ServerContext* context, const v1::GetModelInfoRequest*,
                                             v1::ModelInfo* out) {
   if (auto s = CheckKey(context); !s.ok()) return s;
-  const engine::HParams& hp = engine_->model().hparams();
+  const engine::ModelInfo info = engine_->Info();
   out->set_id(api_.model_id);
-  out->set_architecture(std::string(hp.arch->name));
-  out->set_n_layers(hp.n_layers);
-  out->set_n_heads(hp.n_heads);
-  out->set_n_kv_heads(hp.n_kv_heads);
-  out->set_head_dim(hp.head_dim);
-  out->set_context_length(engine_->ctx_size());
-  out->set_vocab_size(hp.vocab_size);
-  out->set_has_chat_template(api_.chat != nullptr);
-  out->set_weight_bytes(engine_->model().weight_bytes());
+  out->set_architecture(info.architecture);
+  out->set_n_layers(info.n_layers);
+  out->set_n_heads(info.n_heads);
+  out->set_n_kv_heads(info.n_kv_heads);
+  out->set_head_dim(info.head_dim);
+  out->set_context_length(info.context_length);
+  out->set_vocab_size(info.vocab_size);
+  out->set_has_chat_template(!info.chat_format.empty());
+  out->set_weight_bytes(info.weight_bytes);
   return grpc::Status::OK;
 }
 
@@ -331,27 +302,26 @@ grpc::Status InferenceService::Abort(grpc::ServerContext* context, const v1::Abo
 grpc::Status InferenceService::SubscribeKvEvents(grpc::ServerContext* context, const v1::SubscribeKvEventsRequest* in,
                                                  grpc::ServerWriter<v1::KvEvent>* writer) {
   if (auto s = CheckKey(context); !s.ok()) return s;
-  const engine::KvPageStore& store = engine_->kv_store();
   // from_sequence 0: only new events; otherwise replay from that number (or from the oldest still held).
-  uint64_t after = in->from_sequence() == 0 ? store.last_event() : in->from_sequence() - 1;
+  uint64_t after = in->from_sequence() == 0 ? engine_->LastKvEvent() : in->from_sequence() - 1;
   while (!context->IsCancelled()) {
     uint64_t first = 0;
-    const std::vector<engine::KvEvent> events = store.EventsSince(after, 256, 200, &first);
-    for (const engine::KvEvent& e : events) {
+    const std::vector<engine::KvEventRecord> events = engine_->KvEventsSince(after, 256, 200, &first);
+    for (const engine::KvEventRecord& e : events) {
       v1::KvEvent msg;
       msg.set_sequence_number(e.seq);
       switch (e.kind) {
-        case engine::KvEvent::Kind::kStored: msg.set_kind(v1::KV_EVENT_KIND_STORED); break;
-        case engine::KvEvent::Kind::kMoved: msg.set_kind(v1::KV_EVENT_KIND_MOVED); break;
-        case engine::KvEvent::Kind::kEvicted: msg.set_kind(v1::KV_EVENT_KIND_EVICTED); break;
+        case engine::KvEventKind::kStored: msg.set_kind(v1::KV_EVENT_KIND_STORED); break;
+        case engine::KvEventKind::kMoved: msg.set_kind(v1::KV_EVENT_KIND_MOVED); break;
+        case engine::KvEventKind::kEvicted: msg.set_kind(v1::KV_EVENT_KIND_EVICTED); break;
       }
       msg.set_page_id(e.page);
-      msg.set_request_id(e.info.owner);
-      msg.set_layer(e.info.layer);
-      msg.set_kv_head(e.info.kv_head);
+      msg.set_request_id(e.request_id);
+      msg.set_layer(e.layer);
+      msg.set_kv_head(e.kv_head);
       msg.set_tier(std::string(engine::KvTierName(e.tier)));
-      if (e.kind == engine::KvEvent::Kind::kMoved) msg.set_from_tier(std::string(engine::KvTierName(e.from)));
-      msg.set_format(kernels::FormatPairName(e.info.k, e.info.v));
+      if (e.kind == engine::KvEventKind::kMoved) msg.set_from_tier(std::string(engine::KvTierName(e.from)));
+      msg.set_format(e.format);
       msg.set_bytes(e.bytes);
       msg.set_unix_seconds(e.unix_seconds);
       if (!writer->Write(msg)) return grpc::Status::OK;  // the client went away

@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/runner/engine.h"
+#include "engine/api.h"
+#include "server/generation.h"
 #include "server/http/openai.h"
 #include "server/metrics.h"
 #include "server/server_state.h"
@@ -18,12 +19,10 @@ namespace tq::server {
 
 class InferenceService final : public tqserve::v1::Inference::Service {
  public:
-  // `request_timeout_s`: limits.request_timeout_s (0 = none); a client's deadline applies too when earlier.
-  InferenceService(ApiContext api, std::vector<std::string> api_keys, double request_timeout_s,
-                   engine::Engine* engine, Metrics* metrics, ServerState* state);
-
-  // limits.max_concurrent_requests (0 = unlimited), shared with HTTP through ServerState::in_flight.
-  void set_max_concurrent_requests(int n) { max_concurrent_requests_ = n; }
+  // Generations go through `generation` (the admission path shared with HTTP); a client's deadline applies
+  // when it is earlier than limits.request_timeout_s.
+  InferenceService(ApiContext api, std::vector<std::string> api_keys, engine::EngineApi* engine,
+                   Generation* generation, Metrics* metrics, ServerState* state);
 
   grpc::Status Generate(grpc::ServerContext* context, const tqserve::v1::GenerateRequest* request,
                         grpc::ServerWriter<tqserve::v1::GenerateResponse>* writer) override;
@@ -45,11 +44,10 @@ class InferenceService final : public tqserve::v1::Inference::Service {
 
   ApiContext api_;
   std::vector<std::string> api_keys_;
-  double request_timeout_s_;
-  engine::Engine* engine_;
+  engine::EngineApi* engine_;
+  Generation* generation_;
   Metrics* metrics_;
   ServerState* state_;
-  int max_concurrent_requests_ = 0;
 };
 
 // tq::Status -> grpc::Status, the one conversion.

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/runner/engine.h"
+#include "engine/api.h"
 
 namespace tq::server {
 

@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "engine/runner/text_stream.h"
 
 namespace tq::server {
 namespace {
@@ -75,7 +74,6 @@ bool ParseStop(const json& body, std::vector<std::string>* stop, ParseError* err
   if (it->is_string()) {
     stop->push_back(it->get<std::string>());
   } else if (it->is_array()) {
-    if (it->size() > 4) return fail("'stop' may hold at most 4 strings");
     for (const json& s : *it) {
       if (!s.is_string()) return fail("'stop' must be a string or a list of strings");
       stop->push_back(s.get<std::string>());
@@ -83,36 +81,10 @@ bool ParseStop(const json& body, std::vector<std::string>* stop, ParseError* err
   } else {
     return fail("'stop' must be a string or a list of strings");
   }
-  for (const std::string& s : *stop) {
-    if (s.empty()) return fail("'stop' strings must not be empty");
-  }
   return true;
 }
 
 }  // namespace
-
-std::string SanitizeUtf8(std::string_view text) {
-  if (engine::IsValidUtf8(text)) return std::string(text);
-  std::string out;
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t len = 1;
-    for (size_t l = 1; l <= 4 && i + l <= text.size(); ++l) {
-      if (engine::IsValidUtf8(text.substr(i, l))) {
-        len = l;
-        out.append(text.substr(i, l));
-        break;
-      }
-      if (l == 4 || i + l == text.size()) {
-        len = 1;
-        out += "\xEF\xBF\xBD";
-        break;
-      }
-    }
-    i += len;
-  }
-  return out;
-}
 
 std::string OpenAiFinishReason(engine::FinishReason reason) {
   // OpenAI's own reasons where they exist; ours otherwise (the same words as engine::FinishReasonName).
@@ -160,11 +132,6 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
       f.Fail("messages", "'messages' must be a non-empty list of {role, content} objects");
       return std::nullopt;
     }
-    if (ctx.chat == nullptr) {
-      error->status = InvalidArgumentError("this model has no chat template tqserve can use; use /v1/completions");
-      error->param = "messages";
-      return std::nullopt;
-    }
     std::vector<engine::ChatMessage> messages;
     for (const json& m : *it) {
       if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
@@ -189,19 +156,19 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
         f.Fail("messages", "each message needs a string 'content'");
         return std::nullopt;
       }
-      if (!engine::IsValidUtf8(content)) {
+      if (!IsValidUtf8(content)) {
         f.Fail("messages", "message content is not valid UTF-8");
         return std::nullopt;
       }
       messages.push_back({m["role"].get<std::string>(), std::move(content)});
     }
-    auto text = engine::RenderChat(*ctx.chat, messages);
-    if (!text.ok()) {
-      error->status = text.status();
+    auto prompt = ctx.engine->ChatPrompt(messages);
+    if (!prompt.ok()) {
+      error->status = prompt.status();
       error->param = "messages";
       return std::nullopt;
     }
-    r.prompt = ctx.tokenizer->Encode(*text, {.add_special = true, .parse_special = true});
+    r.prompt = std::move(prompt).value();
   } else {
     auto it = body.find("prompt");
     if (it == body.end() || it->is_null()) {
@@ -212,16 +179,15 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
     if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
     if (p->is_string()) {
       const std::string text = p->get<std::string>();
-      if (!engine::IsValidUtf8(text)) {
+      if (!IsValidUtf8(text)) {
         f.Fail("prompt", "'prompt' is not valid UTF-8");
         return std::nullopt;
       }
-      r.prompt = ctx.tokenizer->Encode(text, {.add_special = true, .parse_special = false});
+      r.prompt = ctx.engine->Tokenize(text, {.add_special = true, .parse_special = false});
     } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
       for (const json& t : *p) {
-        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= ctx.tokenizer->vocab_size()) {
-          f.Fail("prompt", "token ids in 'prompt' must be integers in [0, " +
-                               std::to_string(ctx.tokenizer->vocab_size()) + ")");
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= ctx.vocab_size) {
+          f.Fail("prompt", "token ids in 'prompt' must be integers in [0, " + std::to_string(ctx.vocab_size) + ")");
           return std::nullopt;
         }
         r.prompt.push_back(t.get<int32_t>());
@@ -234,18 +200,6 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
       return std::nullopt;
     }
   }
-  if (r.prompt.empty()) {
-    f.Fail(chat ? "messages" : "prompt", "the prompt is empty");
-    return std::nullopt;
-  }
-  const int max_prompt = ctx.limits.max_prompt_tokens > 0 ? ctx.limits.max_prompt_tokens : ctx.ctx_size - 1;
-  if (static_cast<int>(r.prompt.size()) > max_prompt) {
-    error->status = InvalidArgumentError("the prompt has " + std::to_string(r.prompt.size()) +
-                                         " tokens; this server allows at most " + std::to_string(max_prompt));
-    error->param = chat ? "messages" : "prompt";
-    return std::nullopt;
-  }
-
   // Sampling and limits.
   engine::SamplingParams& s = r.sampling;
   int max_tokens = -1;
@@ -273,11 +227,6 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
     return std::nullopt;
   }
   if (max_tokens < 0) max_tokens = ctx.limits.default_max_tokens;
-  if (ctx.limits.max_tokens > 0 && max_tokens > ctx.limits.max_tokens) {
-    f.Fail("max_tokens", "max_tokens = " + std::to_string(max_tokens) + " exceeds this server's limit of " +
-                             std::to_string(ctx.limits.max_tokens));
-    return std::nullopt;
-  }
   r.max_tokens = max_tokens;
   if (!ParseStop(body, &r.stop, error)) return std::nullopt;
   if (f.Has("stream_options")) {
@@ -305,6 +254,12 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
   }
   r.logprobs = job.logprobs;
   r.top_logprobs = job.top_logprobs;
+  // The server's limits (prompt length, max_tokens, stop strings), as for every front end.
+  if (auto e = CheckLimits(ctx.limits, ctx.ctx_size, ctx.vocab_size, r)) {
+    error->status = e->status;
+    error->param = e->field == "prompt" && chat ? "messages" : e->field;
+    return std::nullopt;
+  }
   return job;
 }
 
@@ -319,25 +274,25 @@ json UsageJson(const engine::Usage& u) {
 namespace {
 
 json LogprobsJson(const CompletionJob& job, const std::vector<engine::GeneratedToken>& tokens,
-                  const engine::Tokenizer& tok) {
+                  const engine::EngineApi& engine) {
   if (!job.logprobs) return nullptr;
   if (job.chat) {
     json content = json::array();
     for (const auto& t : tokens) {
       json top = json::array();
       for (const auto& alt : t.top) {
-        top.push_back({{"token", SanitizeUtf8(tok.TokenToPiece(alt.token))}, {"logprob", alt.logprob}});
+        top.push_back({{"token", SanitizeUtf8(engine.TokenText(alt.token))}, {"logprob", alt.logprob}});
       }
-      content.push_back({{"token", SanitizeUtf8(tok.TokenToPiece(t.id))}, {"logprob", t.logprob}, {"top_logprobs", top}});
+      content.push_back({{"token", SanitizeUtf8(engine.TokenText(t.id))}, {"logprob", t.logprob}, {"top_logprobs", top}});
     }
     return {{"content", content}};
   }
   json out{{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}};
   for (const auto& t : tokens) {
-    out["tokens"].push_back(SanitizeUtf8(tok.TokenToPiece(t.id)));
+    out["tokens"].push_back(SanitizeUtf8(engine.TokenText(t.id)));
     out["token_logprobs"].push_back(t.logprob);
     json top = json::object();
-    for (const auto& alt : t.top) top[SanitizeUtf8(tok.TokenToPiece(alt.token))] = alt.logprob;
+    for (const auto& alt : t.top) top[SanitizeUtf8(engine.TokenText(alt.token))] = alt.logprob;
     out["top_logprobs"].push_back(top);
   }
   return out;
@@ -347,12 +302,12 @@ json LogprobsJson(const CompletionJob& job, const std::vector<engine::GeneratedT
 
 json CompletionResponse(const CompletionJob& job, const std::string& id, int64_t created, const std::string& model,
                         const std::vector<std::string>& texts, const std::vector<engine::GenerateEvent>& finals,
-                        const std::vector<std::vector<engine::GeneratedToken>>& tokens, const engine::Tokenizer& tok) {
+                        const std::vector<std::vector<engine::GeneratedToken>>& tokens, const engine::EngineApi& engine) {
   json choices = json::array();
   engine::Usage usage;
   for (size_t i = 0; i < texts.size(); ++i) {
     json c{{"index", i}, {"finish_reason", OpenAiFinishReason(finals[i].finish_reason)},
-           {"logprobs", LogprobsJson(job, tokens[i], tok)}};
+           {"logprobs", LogprobsJson(job, tokens[i], engine)}};
     if (job.chat) {
       c["message"] = {{"role", "assistant"}, {"content", SanitizeUtf8(texts[i])}};
     } else {
@@ -373,9 +328,9 @@ json CompletionResponse(const CompletionJob& job, const std::string& id, int64_t
 
 json StreamChunk(const CompletionJob& job, const std::string& id, int64_t created, const std::string& model, int index,
                  const std::string& text, const std::vector<engine::GeneratedToken>& tokens,
-                 const std::string& finish_reason, bool first, const engine::Tokenizer& tok) {
+                 const std::string& finish_reason, bool first, const engine::EngineApi& engine) {
   json c{{"index", index}, {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)},
-         {"logprobs", tokens.empty() ? json(nullptr) : LogprobsJson(job, tokens, tok)}};
+         {"logprobs", tokens.empty() ? json(nullptr) : LogprobsJson(job, tokens, engine)}};
   if (job.chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";

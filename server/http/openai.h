@@ -8,25 +8,18 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/runner/chat_template.h"
-#include "engine/runner/request.h"
-#include "engine/tokenizer/tokenizer.h"
+#include "common/utf8.h"
+#include "engine/api.h"
+#include "server/request_limits.h"
 
 namespace tq::server {
 
-struct ApiLimits {
-  int max_prompt_tokens = 0;  // 0 = the context length minus one
-  int max_tokens = 0;         // cap on max_tokens; 0 = none
-  int default_max_tokens = 256;
-  int max_n = 16;
-};
-
 struct ApiContext {
-  std::string model_id;                   // what /v1/models lists and `model` must name
-  const engine::Tokenizer* tokenizer = nullptr;
-  const engine::ChatTemplate* chat = nullptr;  // null: the model has no usable chat template
-  int ctx_size = 0;
-  ApiLimits limits;
+  std::string model_id;  // what /v1/models lists and `model` must name
+  const engine::EngineApi* engine = nullptr;
+  int ctx_size = 0;    // tokens per sequence
+  int vocab_size = 0;
+  RequestLimits limits;
 };
 
 // A parsed /v1/completions or /v1/chat/completions request. A field error is invalid_argument with `param` set.
@@ -54,21 +47,18 @@ nlohmann::json CompletionResponse(const CompletionJob& job, const std::string& i
                                   const std::string& model, const std::vector<std::string>& texts,
                                   const std::vector<engine::GenerateEvent>& finals,
                                   const std::vector<std::vector<engine::GeneratedToken>>& tokens,
-                                  const engine::Tokenizer& tokenizer);
+                                  const engine::EngineApi& engine);
 
 // One streamed chunk for choice `index`: text delta and/or a finish reason ("" = none).
 nlohmann::json StreamChunk(const CompletionJob& job, const std::string& id, int64_t created,
                            const std::string& model, int index, const std::string& text,
                            const std::vector<engine::GeneratedToken>& tokens, const std::string& finish_reason,
-                           bool first, const engine::Tokenizer& tokenizer);
+                           bool first, const engine::EngineApi& engine);
 nlohmann::json UsageChunk(const CompletionJob& job, const std::string& id, int64_t created, const std::string& model,
                           const engine::Usage& usage);
 nlohmann::json UsageJson(const engine::Usage& usage);
 
 // "stop", "length", ... as OpenAI clients expect.
 std::string OpenAiFinishReason(engine::FinishReason reason);
-
-// Text safe to put in JSON: invalid UTF-8 bytes become U+FFFD.
-std::string SanitizeUtf8(std::string_view text);
 
 }  // namespace tq::server

@@ -7,11 +7,8 @@
 #include <random>
 
 #include "common/build_info.h"
-#include "engine/runner/text_stream.h"
-#include "server/event_channel.h"
 #include "server/http/kv_state.h"
 #include "server/http/web_ui.h"
-#include "server/request_deadline.h"
 
 namespace tq::server {
 namespace {
@@ -21,6 +18,7 @@ using nlohmann::json;
 http::status HttpStatusOf(StatusCode code) {
   switch (code) {
     case StatusCode::kInvalidArgument:
+    case StatusCode::kFailedPrecondition:
     case StatusCode::kOutOfRange: return http::status::bad_request;
     case StatusCode::kNotFound: return http::status::not_found;
     case StatusCode::kResourceExhausted: return http::status::too_many_requests;
@@ -74,8 +72,9 @@ std::string SseData(const json& j) {
 
 }  // namespace
 
-Router::Router(RouterOptions options, engine::Engine* engine, Metrics* metrics, ServerState* state)
-    : options_(std::move(options)), engine_(engine), metrics_(metrics), state_(state) {}
+Router::Router(RouterOptions options, engine::EngineApi* engine, Generation* generation, Metrics* metrics,
+               ServerState* state)
+    : options_(std::move(options)), engine_(engine), generation_(generation), metrics_(metrics), state_(state) {}
 
 bool Router::Authorized(const HttpRequest& req) const {
   if (options_.api_keys.empty()) return true;
@@ -187,12 +186,12 @@ void Router::Tokenize(const HttpRequest& req, ResponseWriter& w) {
   }
   const bool add_special = special == body->end() || special->get<bool>();
   const std::string s = text->get<std::string>();
-  if (!engine::IsValidUtf8(s)) {
+  if (!IsValidUtf8(s)) {
     w.Send(ErrorResponse(http::status::bad_request, "'content' is not valid UTF-8", "invalid_request_error",
                          "content"));
     return;
   }
-  const auto ids = engine_->tokenizer().Encode(s, {.add_special = add_special, .parse_special = true});
+  const auto ids = engine_->Tokenize(s, {.add_special = add_special, .parse_special = true});
   w.Send(JsonResponse(http::status::ok, json{{"tokens", ids}}.dump()));
 }
 
@@ -205,7 +204,7 @@ void Router::Detokenize(const HttpRequest& req, ResponseWriter& w) {
     return;
   }
   std::vector<int32_t> ids;
-  const int32_t vocab = engine_->tokenizer().vocab_size();
+  const int32_t vocab = options_.api.vocab_size;
   for (const json& t : (*body)["tokens"]) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab) {
       w.Send(ErrorResponse(http::status::bad_request,
@@ -215,14 +214,63 @@ void Router::Detokenize(const HttpRequest& req, ResponseWriter& w) {
     }
     ids.push_back(t.get<int32_t>());
   }
-  const std::string text = engine_->tokenizer().Decode(ids);
+  auto text = engine_->Detokenize(ids);
+  if (!text.ok()) {
+    w.Send(StatusResponse(text.status(), "tokens"));
+    return;
+  }
   w.Send(JsonResponse(http::status::ok,
-                      json{{"content", SanitizeUtf8(text)}}.dump(-1, ' ', false, json::error_handler_t::replace)));
+                      json{{"content", SanitizeUtf8(*text)}}.dump(-1, ' ', false, json::error_handler_t::replace)));
 }
+
+namespace {
+
+// One HTTP request's view of its generation: streamed as server-sent events, or gathered into one JSON body.
+class HttpStream final : public GenerationStream {
+ public:
+  HttpStream(const CompletionJob& job, const engine::EngineApi& engine, ResponseWriter& w, std::string id,
+             int64_t created, const std::string& model)
+      : job_(job), engine_(engine), w_(w), id_(std::move(id)), created_(created), model_(model),
+        texts_(job.n), tokens_(job.n), started_(job.n, false) {}
+
+  // Streams open with the SSE headers before the first event; false when the client has gone already.
+  bool Start() { return !job_.stream || w_.StartStream(); }
+
+  bool ClientGone() override { return w_.ClientGone(); }
+
+  bool OnEvent(int c, const engine::GenerateEvent& ev, bool timed_out) override {
+    if (!job_.stream) {
+      texts_[c] += ev.text;
+      if (job_.logprobs) tokens_[c].insert(tokens_[c].end(), ev.tokens.begin(), ev.tokens.end());
+      return true;
+    }
+    const std::string reason = timed_out ? "timeout" : ev.final ? OpenAiFinishReason(ev.finish_reason) : "";
+    const bool ok = w_.SendEvent(
+        SseData(StreamChunk(job_, id_, created_, model_, c, ev.text, ev.tokens, reason, !started_[c], engine_)));
+    started_[c] = true;
+    return ok;
+  }
+
+  const std::vector<std::string>& texts() const { return texts_; }
+  const std::vector<std::vector<engine::GeneratedToken>>& tokens() const { return tokens_; }
+
+ private:
+  const CompletionJob& job_;
+  const engine::EngineApi& engine_;
+  ResponseWriter& w_;
+  std::string id_;
+  int64_t created_;
+  const std::string& model_;
+  std::vector<std::string> texts_;                          // [n], non-streaming
+  std::vector<std::vector<engine::GeneratedToken>> tokens_;  // [n], non-streaming with logprobs
+  std::vector<bool> started_;                               // [n], streaming: the first chunk went out
+};
+
+}  // namespace
 
 void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat) {
   const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
-  RequestDeadline deadline(options_.request_timeout_s);
+  RequestDeadline deadline(generation_->limits().request_timeout_s);
   if (state_->draining) {
     metrics_->CountRequest(endpoint, "rejected");
     w.Send(ErrorResponse(http::status::service_unavailable, "the server is draining", "service_unavailable"));
@@ -240,113 +288,51 @@ void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat) {
     w.Send(StatusResponse(perr.status, perr.param));
     return;
   }
-  // Concurrency limit: count first, then check, so two racing requests cannot both slip past.
-  const int now_in_flight = ++state_->in_flight;
-  struct Release {
-    ServerState* s;
-    ~Release() { --s->in_flight; }
-  } release{state_};
-  if (options_.max_concurrent_requests > 0 && now_in_flight > options_.max_concurrent_requests) {
-    metrics_->CountRequest(endpoint, "rejected");
-    w.Send(ErrorResponse(http::status::too_many_requests,
-                         "too many concurrent requests (limit " + std::to_string(options_.max_concurrent_requests) +
-                             ")",
-                         "rate_limit_error"));
-    return;
-  }
 
   const std::string id = NewId(chat ? "chatcmpl-" : "cmpl-");
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const std::string& model = options_.api.model_id;
-  auto channel = std::make_shared<EventChannel>();
-  std::vector<std::string> request_ids;
+  std::vector<engine::GenerateRequest> choices;
   for (int i = 0; i < job->n; ++i) {
     engine::GenerateRequest r = job->request;
     r.id = id + "-" + std::to_string(i);
     if (r.sampling.has_seed) r.sampling.seed += static_cast<uint64_t>(i);
-    Status s = engine_->Submit(std::move(r), EventChannel::SinkFor(channel, i));
-    if (!s.ok()) {
-      for (const std::string& rid : request_ids) engine_->Abort(rid);
-      metrics_->CountRequest(endpoint, "rejected");
-      w.Send(StatusResponse(s));
-      return;
-    }
-    request_ids.push_back(id + "-" + std::to_string(i));
+    choices.push_back(std::move(r));
   }
-
-  const auto abort_all = [&] {
-    for (const std::string& rid : request_ids) engine_->Abort(rid);
-  };
-  std::vector<std::string> texts(job->n);
-  std::vector<std::vector<engine::GeneratedToken>> tokens(job->n);
-  std::vector<engine::GenerateEvent> finals(job->n);
-  std::vector<bool> started(job->n, false);
-  int open = job->n;
-  bool client_gone = false;
-  bool timed_out = false;  // the deadline passed and the choices still open were aborted
-  if (job->stream && !w.StartStream()) client_gone = true;
-  auto last_check = std::chrono::steady_clock::now();
-  while (open > 0) {
-    auto item = channel->Pop(deadline.WaitAtMost(std::chrono::milliseconds(100)));
-    if (!timed_out && !client_gone && deadline.Expired()) {
-      timed_out = true;
-      abort_all();
-      spdlog::info("{}: request time limit of {} s reached; aborted", id, options_.request_timeout_s);
-    }
-    // Look for a departed client at most every 100 ms, whether events flow or not.
-    const auto now = std::chrono::steady_clock::now();
-    if (!client_gone && (!item || now - last_check > std::chrono::milliseconds(100))) {
-      last_check = now;
-      if (w.ClientGone()) {
-        client_gone = true;
-        abort_all();
+  HttpStream stream(*job, *engine_, w, id, created, model);
+  // The SSE headers go out only once the request is admitted, so an admission error is a plain HTTP error.
+  struct StartOnFirstPoll final : GenerationStream {
+    HttpStream& inner;
+    bool started = false, gone = false;
+    explicit StartOnFirstPoll(HttpStream& s) : inner(s) {}
+    bool Begin() {
+      if (!started) {
+        started = true;
+        gone = !inner.Start();
       }
+      return !gone;
     }
-    if (!item) continue;
-    engine::GenerateEvent& ev = item->event;
-    const int c = item->choice;
-    // A choice the deadline aborted reports "timeout"; one that ended on its own first keeps its reason.
-    const bool choice_timed_out = ev.final && timed_out && ev.finish_reason == engine::FinishReason::kAborted;
-    if (ev.final) {
-      --open;
-      metrics_->ObserveFinished(ev);
+    bool ClientGone() override { return !Begin() || inner.ClientGone(); }
+    bool OnEvent(int c, const engine::GenerateEvent& ev, bool timed_out) override {
+      return Begin() && inner.OnEvent(c, ev, timed_out);
     }
-    if (job->stream) {
-      if (!client_gone) {
-        std::string reason = choice_timed_out ? "timeout" : ev.final ? OpenAiFinishReason(ev.finish_reason) : "";
-        const bool ok = w.SendEvent(
-            SseData(StreamChunk(*job, id, created, model, c, ev.text, ev.tokens, reason, !started[c],
-                                engine_->tokenizer())));
-        started[c] = true;
-        if (!ok) {
-          client_gone = true;
-          abort_all();
-        }
-      }
-    } else {
-      texts[c] += ev.text;
-      if (job->logprobs) tokens[c].insert(tokens[c].end(), ev.tokens.begin(), ev.tokens.end());
-    }
-    if (ev.final) finals[c] = std::move(ev);
-  }
-  if (client_gone) {
-    metrics_->CountRequest(endpoint, "aborted");
-    spdlog::info("{}: client went away; aborted {} choice(s)", id, job->n);
+  } lazy(stream);
+  std::string field;
+  auto run = generation_->Run(endpoint, std::move(choices), deadline, lazy, &field);
+  if (!run.ok()) {
+    w.Send(StatusResponse(run.status(), field == "prompt" && chat ? "messages" : field));
     return;
   }
-  bool failed = false;
-  bool expired = false;
-  for (const auto& f : finals) {
-    failed |= f.finish_reason == engine::FinishReason::kError;
-    expired |= timed_out && f.finish_reason == engine::FinishReason::kAborted;
-  }
-  metrics_->CountRequest(endpoint, failed ? "error" : expired ? "timeout" : "success");
+  const GenerationResult& result = *run;
+  if (result.outcome == Outcome::kAborted) return;  // nobody to answer
   if (job->stream) {
+    if (!lazy.Begin()) return;
     if (job->include_usage) {
       engine::Usage usage;
-      for (const auto& f : finals) {
+      for (const auto& f : result.finals) {
         usage.prompt_tokens = f.usage.prompt_tokens;
         usage.completion_tokens += f.usage.completion_tokens;
+        usage.cached_prompt_tokens = f.usage.cached_prompt_tokens;
       }
       w.SendEvent(SseData(UsageChunk(*job, id, created, model, usage)));
     }
@@ -354,23 +340,12 @@ void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat) {
     w.EndStream();
     return;
   }
-  if (expired && !failed) {
-    w.Send(ErrorResponse(http::status::gateway_timeout,
-                         "the request did not finish within the server's time limit of " +
-                             fmt::format("{}", options_.request_timeout_s) + " s (limits.request_timeout_s)",
-                         "timeout_error"));
+  if (result.outcome == Outcome::kError || result.outcome == Outcome::kTimeout) {
+    w.Send(StatusResponse(result.error));
     return;
   }
-  if (failed) {
-    for (const auto& f : finals) {
-      if (!f.error.ok()) {
-        w.Send(StatusResponse(f.error));
-        return;
-      }
-    }
-  }
-  w.Send(JsonResponse(http::status::ok, CompletionResponse(*job, id, created, model, texts, finals, tokens,
-                                                           engine_->tokenizer())
+  w.Send(JsonResponse(http::status::ok, CompletionResponse(*job, id, created, model, stream.texts(), result.finals,
+                                                           stream.tokens(), *engine_)
                                             .dump(-1, ' ', false, json::error_handler_t::replace)));
 }
 

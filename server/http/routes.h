@@ -5,7 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/runner/engine.h"
+#include "engine/api.h"
+#include "server/generation.h"
 #include "server/http/http_server.h"
 #include "server/http/openai.h"
 #include "server/metrics.h"
@@ -16,14 +17,14 @@ namespace tq::server {
 struct RouterOptions {
   ApiContext api;
   std::vector<std::string> api_keys;  // empty: no authentication
-  int max_concurrent_requests = 0;    // generation requests at once; 0 = unlimited
-  double request_timeout_s = 0;       // seconds from arrival until a generation is aborted; 0 = no limit
   bool web_ui = true;                 // GET / serves the built-in page (its data routes need the API key)
 };
 
 class Router {
  public:
-  Router(RouterOptions options, engine::Engine* engine, Metrics* metrics, ServerState* state);
+  // Generations go through `generation` (the admission path shared with gRPC).
+  Router(RouterOptions options, engine::EngineApi* engine, Generation* generation, Metrics* metrics,
+         ServerState* state);
 
   void Handle(const HttpRequest& request, ResponseWriter& writer);
 
@@ -36,7 +37,8 @@ class Router {
   bool Authorized(const HttpRequest& request) const;
 
   RouterOptions options_;
-  engine::Engine* engine_;
+  engine::EngineApi* engine_;
+  Generation* generation_;
   Metrics* metrics_;
   ServerState* state_;
 };

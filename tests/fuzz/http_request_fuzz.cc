@@ -1,7 +1,7 @@
 // libFuzzer target: what the HTTP front end does with outside bytes before anything reaches the engine.
 // The first input byte chooses the path; the rest is the payload:
 //   0: the payload is a /v1/completions JSON body, 1: a /v1/chat/completions body (JSON parse, then
-//   ParseCompletionRequest with a real tokenizer: tests/data/models/stories260K.gguf, run from the repository root);
+//   ParseCompletionRequest with a real tokenizer and ChatML template: tests/data/models/stories260K.gguf, run from the repository root);
 //   2, 3: the payload is raw bytes off the socket for Beast's request parser with the server's limits, and a
 //   complete request's body then goes through path 0 or 1 by its target.
 // Checks: no exception escapes (the server does not catch them), a parsed body never exceeds the body limit, and
@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "engine/runner/chat_template.h"
+#include "engine/api.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "server/http/openai.h"
 
@@ -29,10 +29,45 @@ namespace http = boost::beast::http;
 constexpr uint64_t kBodyLimit = 8192;         // small, so that the fuzzer reaches it (the server's default: 4 MiB)
 constexpr uint32_t kHeaderLimit = 64 * 1024;  // as HttpServer::Serve
 
+// The parts of the engine API that request decoding uses (tokenizer and chat template), over a real tokenizer;
+// generation is not reached from decoding, so those methods fail.
+class DecodingEngine final : public tq::engine::EngineApi {
+ public:
+  explicit DecodingEngine(std::unique_ptr<tq::engine::Tokenizer> tokenizer) : tokenizer_(std::move(tokenizer)) {}
+  tq::engine::ModelInfo Info() const override { return {}; }
+  std::vector<int32_t> Tokenize(std::string_view text, tq::engine::TokenizeOptions o) const override {
+    return tokenizer_->Encode(text, {.add_special = o.add_special, .parse_special = o.parse_special});
+  }
+  tq::StatusOr<std::string> Detokenize(std::span<const int32_t> ids) const override {
+    return tokenizer_->Decode(ids);
+  }
+  std::string TokenText(int32_t id) const override { return tokenizer_->TokenToPiece(id); }
+  tq::StatusOr<std::vector<int32_t>> ChatPrompt(const std::vector<tq::engine::ChatMessage>& m) const override {
+    TQ_ASSIGN_OR_RETURN(const std::string text, tq::engine::RenderChat(chat_, m));
+    return tokenizer_->Encode(text, {.add_special = true, .parse_special = true});
+  }
+  tq::Status Submit(tq::engine::GenerateRequest, tq::engine::EventSink) override {
+    return tq::UnimplementedError("decoding only");
+  }
+  bool Abort(const std::string&) override { return false; }
+  void StopAdmitting() override {}
+  void CancelAll() override {}
+  tq::engine::EngineStats Stats() const override { return {}; }
+  std::vector<tq::engine::HeadPlacement> HeadPlacements() const override { return {}; }
+  std::vector<tq::engine::KvEventRecord> KvEventsSince(uint64_t, size_t, int, uint64_t*) const override {
+    return {};
+  }
+  uint64_t LastKvEvent() const override { return 0; }
+  int32_t vocab_size() const { return tokenizer_->vocab_size(); }
+
+ private:
+  std::unique_ptr<tq::engine::Tokenizer> tokenizer_;
+  tq::engine::ChatTemplate chat_{tq::engine::ChatFormat::kChatMl, ""};
+};
+
 struct Fixture {
   std::unique_ptr<tq::engine::GgufFile> gguf;
-  std::unique_ptr<tq::engine::Tokenizer> tokenizer;
-  tq::engine::ChatTemplate chat;
+  std::unique_ptr<DecodingEngine> engine;
   tq::server::ApiContext api;
 };
 
@@ -63,7 +98,7 @@ void DecodeBody(std::string_view body, bool chat) {
   const auto& prompt = job->request.prompt;
   Check(!prompt.empty(), "empty prompt accepted");
   Check(static_cast<int>(prompt.size()) <= api.limits.max_prompt_tokens, "prompt over the limit accepted");
-  for (int32_t id : prompt) Check(id >= 0 && id < api.tokenizer->vocab_size(), "token id outside the vocabulary");
+  for (int32_t id : prompt) Check(id >= 0 && id < api.vocab_size, "token id outside the vocabulary");
   Check(job->n >= 1 && job->n <= api.limits.max_n, "n out of range");
   Check(job->request.max_tokens >= 1, "max_tokens below 1");
   Check(job->top_logprobs >= 0 && job->top_logprobs <= 20, "top_logprobs out of range");
@@ -107,12 +142,11 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   }
   auto tokenizer = tq::engine::Tokenizer::FromGguf(**gguf);
   Check(tokenizer.ok(), "cannot build the tokenizer");
-  g_fixture = new Fixture{std::move(*gguf), std::move(*tokenizer), {}, {}};
-  g_fixture->chat.format = tq::engine::ChatFormat::kChatMl;
+  g_fixture = new Fixture{std::move(*gguf), std::make_unique<DecodingEngine>(std::move(*tokenizer)), {}};
   g_fixture->api.model_id = "fuzz-model";
-  g_fixture->api.tokenizer = g_fixture->tokenizer.get();
-  g_fixture->api.chat = &g_fixture->chat;
+  g_fixture->api.engine = g_fixture->engine.get();
   g_fixture->api.ctx_size = 512;
+  g_fixture->api.vocab_size = g_fixture->engine->vocab_size();
   g_fixture->api.limits.max_prompt_tokens = 256;
   g_fixture->api.limits.max_tokens = 1024;
   return 0;

@@ -1,0 +1,103 @@
+// Engine's EngineApi methods that do not touch the step loop: model info, tokenization, chat prompts and the KV
+// event log (engine/api.h).
+#include <spdlog/spdlog.h>
+
+#include "engine/runner/engine.h"
+
+namespace tq::engine {
+
+StatusOr<std::unique_ptr<EngineApi>> CreateEngine(const EngineOptions& options) {
+  TQ_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(options));
+  return std::unique_ptr<EngineApi>(std::move(engine));
+}
+
+Status Engine::SetUpChat() {
+  if (options_.chat_format != "auto") {
+    TQ_ASSIGN_OR_RETURN(const ChatFormat format, ParseChatFormat(options_.chat_format));
+    chat_ = ChatTemplate{format, ""};
+    return Status::Ok();
+  }
+  auto text = model_->gguf().GetStringOr("tokenizer.chat_template", "");
+  auto detected = text.ok() ? DetectChatTemplate(*text) : StatusOr<ChatTemplate>(text.status());
+  if (detected.ok()) {
+    chat_ = *detected;
+  } else {
+    chat_unavailable_ = detected.status().message();
+    spdlog::warn("chat completions are off: {}", chat_unavailable_);
+  }
+  return Status::Ok();
+}
+
+ModelInfo Engine::Info() const {
+  const HParams& hp = model_->hparams();
+  ModelInfo info;
+  info.architecture = std::string(hp.arch->name);
+  auto name = model_->gguf().GetStringOr("general.name", "");
+  if (name.ok()) info.name = std::string(*name);
+  info.n_layers = hp.n_layers;
+  info.n_heads = hp.n_heads;
+  info.n_kv_heads = hp.n_kv_heads;
+  info.head_dim = hp.head_dim;
+  info.vocab_size = hp.vocab_size;
+  info.context_length = ctx_size_;
+  info.weight_bytes = model_->weight_bytes();
+  if (chat_) info.chat_format = std::string(ChatFormatName(chat_->format));
+  info.chat_unavailable = chat_unavailable_;
+  info.device = options_.device;
+  const std::shared_ptr<const KvLayout> layout = kv_layout();
+  info.kv = layout->Describe();
+  info.kv_bits_per_value = layout->bits_per_value();
+  return info;
+}
+
+std::vector<int32_t> Engine::Tokenize(std::string_view text, TokenizeOptions options) const {
+  return tokenizer_->Encode(text, {.add_special = options.add_special, .parse_special = options.parse_special});
+}
+
+StatusOr<std::string> Engine::Detokenize(std::span<const int32_t> ids) const {
+  const int32_t vocab = tokenizer_->vocab_size();
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab) {
+      return InvalidArgumentError("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                  std::to_string(vocab) + ")");
+    }
+  }
+  return tokenizer_->Decode(ids);
+}
+
+std::string Engine::TokenText(int32_t id) const {
+  if (id < 0 || id >= tokenizer_->vocab_size()) return "";
+  return tokenizer_->TokenToPiece(id);
+}
+
+StatusOr<std::vector<int32_t>> Engine::ChatPrompt(const std::vector<ChatMessage>& messages) const {
+  if (!chat_) {
+    return FailedPreconditionError("this model has no chat template tqserve can use (" + chat_unavailable_ +
+                                   "); send a plain prompt instead");
+  }
+  TQ_ASSIGN_OR_RETURN(const std::string text, RenderChat(*chat_, messages));
+  return tokenizer_->Encode(text, {.add_special = true, .parse_special = true});
+}
+
+std::vector<KvEventRecord> Engine::KvEventsSince(uint64_t after, size_t max, int timeout_ms,
+                                                 uint64_t* first_available) const {
+  std::vector<KvEventRecord> out;
+  for (const KvEvent& e : store_->EventsSince(after, max, timeout_ms, first_available)) {
+    out.push_back({.seq = e.seq,
+                   .kind = e.kind,
+                   .page = e.page,
+                   .tier = e.tier,
+                   .from = e.from,
+                   .request_id = e.info.owner,
+                   .layer = e.info.layer,
+                   .kv_head = e.info.kv_head,
+                   .format = kernels::FormatPairName(e.info.k, e.info.v),
+                   .bytes = e.bytes,
+                   .unix_seconds = e.unix_seconds});
+  }
+  return out;
+}
+
+uint64_t Engine::LastKvEvent() const { return store_->last_event(); }
+
+}  // namespace tq::engine

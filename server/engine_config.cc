@@ -1,0 +1,57 @@
+#include "server/engine_config.h"
+
+#include <filesystem>
+#include <utility>
+
+namespace tq::server {
+
+StatusOr<std::string> ResolveModelPath(const config::Config& cfg) {
+  std::string path = cfg.model.path;
+  if (path.empty()) path = cfg.model.dir + "/" + kDefaultModelFile;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return NotFoundError("model file " + path + " does not exist" +
+                         (cfg.model.path.empty() ? " (fetch the default model with scripts/fetch-model.sh)" : ""));
+  }
+  return path;
+}
+
+engine::EngineOptions ToEngineOptions(const config::Config& cfg, std::string model_path) {
+  engine::EngineOptions eo;
+  eo.model_path = std::move(model_path);
+  eo.threads = cfg.engine.threads;
+  eo.ctx_size = cfg.engine.ctx_size;
+  eo.max_batch_tokens = cfg.engine.max_batch_tokens;
+  eo.max_running = cfg.engine.max_running;
+  eo.max_waiting = cfg.engine.max_waiting;
+  eo.device = cfg.engine.device;
+  eo.chat_format = cfg.server.chat_format;
+  eo.gpu_warm_fraction = cfg.kv.gpu_warm_fraction;
+  eo.gpu_cold_fraction = cfg.kv.gpu_cold_fraction;
+  eo.kv.k_format = cfg.kv.k_format;
+  eo.kv.v_format = cfg.kv.v_format;
+  eo.kv.boundary_layers = cfg.kv.boundary_layers;
+  eo.kv.preset = cfg.kv.preset;
+  eo.kv.profile_path = cfg.kv.profile;
+  eo.kv.hot_format = cfg.kv.hot_format;
+  eo.kv.active_format = cfg.kv.active_format;
+  eo.kv.sparse_format = cfg.kv.sparse_format;
+  eo.kv_store.hot_bytes = static_cast<uint64_t>(cfg.kv.hot_bytes);
+  eo.kv_store.warm_bytes = static_cast<uint64_t>(cfg.kv.warm_bytes);
+  eo.kv_store.warm_lock = cfg.kv.warm_lock;
+  eo.kv_store.cold_dir = cfg.kv.cold_dir;
+  eo.kv_store.cold_optional = cfg.kv.cold_dir_optional;
+  eo.kv_store.cold_bytes = static_cast<uint64_t>(cfg.kv.cold_bytes);
+  eo.kv_store.cold_cache_bytes = static_cast<uint64_t>(cfg.kv.cold_cache_bytes);
+  eo.kv_store.io_backend = cfg.kv.io_backend;
+  eo.kv_store.io_depth = static_cast<uint32_t>(cfg.kv.io_depth);
+  eo.kv_store.direct_io = cfg.kv.direct_io;
+  eo.prefix_cache_bytes = static_cast<uint64_t>(cfg.kv.prefix_cache_bytes);
+  eo.prefix_pin_seconds = cfg.kv.prefix_pin_s;
+  eo.kv_adapt = cfg.kv.adapt;
+  eo.adapt.window = cfg.kv.adapt_window;
+  eo.adapt.every = cfg.kv.adapt_every;
+  return eo;
+}
+
+}  // namespace tq::server
