@@ -76,6 +76,11 @@ Status Loader::Load(const Sources& sources) {
     o.field->Reset();
     o.source = Source::kDefault;
   }
+  for (const auto& [name, value] : sources.defaults) {
+    Option* option = FindByName(name);
+    if (option == nullptr) return InvalidArgumentError("unknown option '" + name + "' in an entry point's defaults");
+    if (Status s = option->field->Set(value); !s.ok()) return OptionError(*option, "the defaults", s);
+  }
   std::string file = sources.file;
   if (file.empty()) {
     for (const auto& [name, value] : sources.env) {

@@ -1,4 +1,4 @@
-// Loads the effective configuration: defaults, then a YAML file, then TQ_* environment variables, then flags.
+// Loads the effective configuration: defaults (the table's, then the entry point's), then a YAML file, then TQ_* environment variables, then flags.
 // Every source is checked against the option table: an unknown option, a wrong type or a value out of range is an
 // invalid_argument Status whose message names the option, the source and what is allowed.
 #pragma once
@@ -16,6 +16,9 @@ namespace tq::config {
 using KeyValues = std::vector<std::pair<std::string, std::string>>;
 
 struct Sources {
+  // An entry point's own defaults (option name -> text), applied before the other sources; a tool keeps one f16
+  // KV format where the daemon's default is the compressed preset. Unknown names are an error.
+  KeyValues defaults;
   std::string file;  // YAML config file; empty = none (TQ_CONFIG in `env` names one too)
   KeyValues env;     // the process environment; only TQ_* names (and HOME, for "~") are read
   KeyValues flags;   // flag name without dashes ("http-port") -> text, in command-line order

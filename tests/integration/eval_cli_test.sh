@@ -92,5 +92,10 @@ expect_out "unknown KV preset" "names the problem"
 expect_rc 1 "ranked preset without a profile" -- "$bin" eval ppl -m "$model" -f "$text" --chunks 1 --kv-preset chat
 expect_out "needs a head profile" "says a profile is needed"
 expect_rc 1 "missing text file" -- "$bin" eval ppl -m "$model" -f "$tmp/none.txt"
-expect_rc 1 "unknown format" -- "$bin" eval ppl -m "$model" -f "$text" --kv-k tq9 --kv-v tq9 --chunks 1
+# Format names come from the option table (the same check as `serve`): a usage error naming the option.
+expect_rc 2 "unknown format" -- "$bin" eval ppl -m "$model" -f "$text" --kv-k tq9 --kv-v tq9 --chunks 1
+expect_out "option kv.k_format (flag --kv-k): 'tq9' is not one of" "names the option and the formats"
+# ... read from the same sources as `serve`: the environment too.
+expect_rc 2 "unknown format from the environment" -- env TQ_KV_K_FORMAT=tq9 "$bin" eval ppl -m "$model" -f "$text" --chunks 1
+expect_out "TQ_KV_K_FORMAT" "names the variable"
 finish

@@ -7,7 +7,7 @@
 
 #include "engine/model/gguf.h"
 #include "engine/model/model_info.h"
-#include "server/cli/commands.h"
+#include "tools/commands.h"
 
 namespace tq::cli {
 namespace {

@@ -2,10 +2,10 @@
 // prompt and generation speed on stderr.
 #include <cstdio>
 
-#include "engine/runner/chat_template.h"
 #include "engine/runner/engine.h"
-#include "server/cli/commands.h"
-#include "server/cli/model_args.h"
+#include "tools/commands.h"
+#include "tools/model_args.h"
+#include "server/engine_config.h"
 #include "server/event_channel.h"
 
 namespace tq::cli {
@@ -16,10 +16,6 @@ struct GenerateArgs {
   std::string prompt;
   bool chat = false;
   int n = 128;
-  int ctx = 4096;
-  std::string device = "cpu";
-  double gpu_warm_fraction = 0;
-  double gpu_cold_fraction = 0;
   float temperature = 0.0f;
   float top_p = 1.0f;
   int top_k = 0;
@@ -35,39 +31,25 @@ int Run(const GenerateArgs& a) {
     std::fprintf(stderr, "tqserve generate: %s\n", path.status().ToString().c_str());
     return kExitFailure;
   }
-  engine::EngineOptions eo;
-  eo.model_path = *path;
-  eo.threads = a.model.threads;
-  eo.ctx_size = a.ctx;
-  eo.kv = a.model.kv;
-  eo.kv_store = a.model.store;
-  eo.device = a.device;
-  eo.gpu_warm_fraction = a.gpu_warm_fraction;
-  eo.gpu_cold_fraction = a.gpu_cold_fraction;
+  const engine::EngineOptions eo = server::ToEngineOptions(a.model.config, *path);
   auto eng = engine::Engine::Create(eo);
   if (!eng.ok()) {
     std::fprintf(stderr, "tqserve generate: %s\n", eng.status().ToString().c_str());
     return kExitFailure;
   }
   engine::Engine& e = **eng;
-  std::string text = a.prompt;
-  if (a.chat) {
-    auto tmpl_text = e.model().gguf().GetStringOr("tokenizer.chat_template", "");
-    auto tmpl = tmpl_text.ok() ? engine::DetectChatTemplate(*tmpl_text) : tmpl_text.status();
-    if (!tmpl.ok()) {
-      std::fprintf(stderr, "tqserve generate --chat: %s\n", tmpl.status().ToString().c_str());
-      return kExitFailure;
-    }
-    auto rendered = engine::RenderChat(*tmpl, {{"user", a.prompt}});
-    if (!rendered.ok()) {
-      std::fprintf(stderr, "tqserve generate: %s\n", rendered.status().ToString().c_str());
-      return kExitFailure;
-    }
-    text = *rendered;
-  }
   engine::GenerateRequest r;
   r.id = "generate";
-  r.prompt = e.tokenizer().Encode(text, {.add_special = true, .parse_special = a.chat});
+  if (a.chat) {
+    auto prompt = e.ChatPrompt({{"user", a.prompt}});
+    if (!prompt.ok()) {
+      std::fprintf(stderr, "tqserve generate --chat: %s\n", prompt.status().ToString().c_str());
+      return kExitFailure;
+    }
+    r.prompt = std::move(prompt).value();
+  } else {
+    r.prompt = e.Tokenize(a.prompt, {.add_special = true, .parse_special = false});
+  }
   r.max_tokens = a.n;
   r.ignore_eos = a.ignore_eos;
   r.sampling.temperature = a.temperature;
@@ -106,19 +88,11 @@ int Run(const GenerateArgs& a) {
 Command AddGenerateCommand(CLI::App& parent) {
   static GenerateArgs args;
   CLI::App* app = parent.add_subcommand("generate", "Generate text for one prompt");
-  AddModelFlags(app, &args.model);
+  // Every engine and KV option of `serve`; a 4096-token context unless --ctx-size says.
+  AddModelFlags(app, &args.model, ModelFlags::kEngine, {{"engine.ctx_size", "4096"}});
   app->add_option("--prompt,-p", args.prompt, "Prompt text")->required();
   app->add_flag("--chat", args.chat, "Wrap the prompt as a user message in the model's chat template");
   app->add_option("-n,--max-tokens", args.n, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
-  app->add_option("--ctx-size", args.ctx, "Context length")->check(CLI::Range(8, 1 << 22));
-  app->add_option("--device", args.device, "Where the forward pass runs: cpu or cuda (docs/gpu.md)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  app->add_option("--kv-gpu-warm-fraction", args.gpu_warm_fraction,
-                  "With --device cuda: fraction of KV heads kept in pinned host memory")
-      ->check(CLI::Range(0.0, 1.0));
-  app->add_option("--kv-gpu-cold-fraction", args.gpu_cold_fraction,
-                  "With --device cuda: fraction of KV heads kept on disk in --kv-cold-dir")
-      ->check(CLI::Range(0.0, 1.0));
   app->add_option("--temp", args.temperature, "Temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
   app->add_option("--top-p", args.top_p, "Top-p")->check(CLI::Range(0.0, 1.0));
   app->add_option("--top-k", args.top_k, "Top-k (0 = off)")->check(CLI::Range(0, 1 << 20));

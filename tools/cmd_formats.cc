@@ -6,7 +6,7 @@
 
 #include "kernels/formats/format.h"
 #include "kernels/formats/measure.h"
-#include "server/cli/commands.h"
+#include "tools/commands.h"
 
 namespace tq::cli {
 

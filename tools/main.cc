@@ -7,7 +7,7 @@
 #include "common/build_info.h"
 #include "common/logging.h"
 #include "kernels/cpu/simd.h"
-#include "server/cli/commands.h"
+#include "tools/commands.h"
 
 namespace {
 
@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
                  "cap the CPU kernels' SIMD target (auto, or one of the names --version lists, e.g. AVX2)")
       ->capture_default_str();
 
-  // One row per subcommand; each lives in server/cli/cmd_<name>.cc.
+  // One row per subcommand; each lives in tools/cmd_<name>.cc.
   std::vector<tq::cli::Command> commands = {
       tq::cli::AddServeCommand(app),
       tq::cli::AddGenerateCommand(app),

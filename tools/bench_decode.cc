@@ -1,4 +1,4 @@
-#include "server/cli/bench_decode.h"
+#include "tools/bench_decode.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,8 +9,8 @@
 #include <random>
 
 #include "engine/llm/model.h"
-#include "server/cli/commands.h"
-#include "server/cli/model_args.h"
+#include "tools/commands.h"
+#include "tools/model_args.h"
 
 namespace tq::cli {
 namespace {

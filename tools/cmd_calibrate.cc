@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "engine/eval/calibrate.h"
-#include "server/cli/commands.h"
-#include "server/cli/model_args.h"
-#include "server/cli/progress.h"
+#include "tools/commands.h"
+#include "tools/model_args.h"
+#include "tools/progress.h"
 
 namespace tq::cli {
 namespace {
@@ -80,9 +80,7 @@ int Run(const CalibrateArgs& a) {
 Command AddCalibrateCommand(CLI::App& parent) {
   static CalibrateArgs args;
   CLI::App* app = parent.add_subcommand("calibrate", "Write a head-importance profile for the KV presets");
-  app->add_option("--model,-m", args.model.model, "GGUF model (default: the default model)");
-  app->add_option("--threads,-t", args.model.threads, "Threads (0 = one per core)")
-      ->check(CLI::Range(0, 1024));
+  AddModelFlags(app, &args.model, ModelFlags::kModel);
   app->add_option("--file,-f", args.file, "Sample text")->required();
   app->add_option("-o,--output", args.out, "Profile JSON to write")->required();
   app->add_option("--ctx", args.ctx, "Tokens per chunk")->check(CLI::Range(32, 1 << 20));

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "server/cli/model_args.h"
+#include "tools/model_args.h"
 
 namespace tq::cli {
 

@@ -6,7 +6,7 @@
 
 #include "common/logging.h"
 #include "config/loader.h"
-#include "server/cli/commands.h"
+#include "tools/commands.h"
 #include "server/daemon.h"
 
 namespace tq::cli {

@@ -1,4 +1,4 @@
-#include "server/cli/bench_encode.h"
+#include "tools/bench_encode.h"
 
 #include <cstdio>
 #include <memory>
@@ -9,9 +9,9 @@
 #include "kernels/cpu/simd.h"
 #include "kernels/formats/encode_speed.h"
 #include "kernels/formats/format.h"
-#include "server/cli/bench_decode.h"
-#include "server/cli/commands.h"
-#include "server/cli/model_args.h"
+#include "tools/bench_decode.h"
+#include "tools/commands.h"
+#include "tools/model_args.h"
 
 namespace tq::cli {
 namespace {

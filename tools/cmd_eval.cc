@@ -7,9 +7,9 @@
 
 #include "engine/eval/niah.h"
 #include "engine/eval/perplexity.h"
-#include "server/cli/commands.h"
-#include "server/cli/model_args.h"
-#include "server/cli/progress.h"
+#include "tools/commands.h"
+#include "tools/model_args.h"
+#include "tools/progress.h"
 
 namespace tq::cli {
 namespace {

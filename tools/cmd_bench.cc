@@ -8,9 +8,9 @@
 #include "kernels/attention/speed.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/formats/format.h"
-#include "server/cli/bench_decode.h"
-#include "server/cli/bench_encode.h"
-#include "server/cli/commands.h"
+#include "tools/bench_decode.h"
+#include "tools/bench_encode.h"
+#include "tools/commands.h"
 
 namespace tq::cli {
 
