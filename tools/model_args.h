@@ -12,7 +12,7 @@
 
 #include "common/status.h"
 #include "config/config.h"
-#include "engine/llm/kv_cache.h"
+#include "engine/kv/kv_cache.h"
 #include "engine/llm/model.h"
 #include "engine/tokenizer/tokenizer.h"
 

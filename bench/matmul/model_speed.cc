@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "engine/kv/page_store.h"
-#include "engine/llm/kv_cache.h"
+#include "engine/kv/kv_cache.h"
 #include "engine/llm/model.h"
 
 namespace {

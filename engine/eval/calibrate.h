@@ -24,7 +24,7 @@
 
 #include "common/status.h"
 #include "engine/kv/precision.h"
-#include "engine/llm/kv_cache.h"
+#include "engine/kv/kv_cache.h"
 #include "engine/llm/model.h"
 #include "engine/llm/thread_pool.h"
 #include "engine/tokenizer/tokenizer.h"

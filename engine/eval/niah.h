@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/llm/kv_cache.h"
+#include "engine/kv/kv_cache.h"
 #include "engine/llm/model.h"
 #include "engine/llm/thread_pool.h"
 #include "engine/runner/chat_template.h"

@@ -14,7 +14,7 @@
 
 #include "common/status.h"
 #include "engine/gpu/model_options.h"
-#include "engine/llm/kv_cache.h"
+#include "engine/kv/kv_cache.h"
 #include "engine/llm/model.h"
 
 namespace tq::gpu {

@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <cmath>
 
-#include "engine/llm/read_ahead.h"
+#include "engine/kv/read_ahead.h"
 #include "kernels/cpu/matmul.h"
 
 namespace tq::engine {

@@ -8,7 +8,7 @@
 
 #include "common/status.h"
 #include "engine/llm/hparams.h"
-#include "engine/llm/kv_cache.h"
+#include "engine/kv/kv_cache.h"
 #include "engine/llm/thread_pool.h"
 #include "engine/llm/weights.h"
 #include "engine/model/gguf.h"

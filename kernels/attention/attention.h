@@ -32,7 +32,7 @@ struct KvPageRef {
   KvFormat v_format = KvFormat::kF16;
   int num_tokens = 0;          // valid tokens; <= both headers' num_tokens
   // Optional score biases, in score units (added after the softmax scale), for callers that store keys relative
-  // to a per-page offset or keep a correction for one token (engine/llm/kv_cache.cc):
+  // to a per-page offset or keep a correction for one token (engine/kv/kv_cache.cc):
   const float* score_bias = nullptr;   // [num_q]: added to the score of every token of this page, per query
   const float* first_bias = nullptr;   // [num_q]: added to the score of this page's token 0, per query
   // [head_dim] or null: added to this page's token 0's value (in the space DecodePage gives), with that token's

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <set>
 
-#include "engine/llm/kv_cache.h"
+#include "engine/kv/kv_cache.h"
 #include "engine/llm/model.h"
 #include "engine/llm/thread_pool.h"
 #include "engine/tokenizer/tokenizer.h"

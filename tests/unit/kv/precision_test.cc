@@ -9,7 +9,7 @@
 #include <fstream>
 #include <tuple>
 
-#include "engine/llm/kv_cache.h"
+#include "engine/kv/kv_cache.h"
 
 namespace tq::engine {
 namespace {

@@ -1,5 +1,5 @@
-#include "engine/llm/kv_cache.h"
-#include "engine/llm/kv_cache_pages.h"
+#include "engine/kv/kv_cache.h"
+#include "engine/kv/kv_cache_pages.h"
 
 #include <algorithm>
 #include <atomic>

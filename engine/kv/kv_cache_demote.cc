@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/llm/kv_cache.h"
-#include "engine/llm/kv_cache_pages.h"
+#include "engine/kv/kv_cache.h"
+#include "engine/kv/kv_cache_pages.h"
 
 namespace tq::engine {
 

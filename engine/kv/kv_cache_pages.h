@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/llm/kv_cache.h"
+#include "engine/kv/kv_cache.h"
 #include "kernels/formats/codec.h"
 
 namespace tq::engine {

@@ -1,4 +1,4 @@
-#include "engine/llm/kv_key_offsets.h"
+#include "engine/kv/kv_key_offsets.h"
 
 #include <cmath>
 

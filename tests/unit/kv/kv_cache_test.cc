@@ -1,5 +1,5 @@
 // SequenceKv: paged KV formats against the exact f32 rows, on synthetic keys and values.
-#include "engine/llm/kv_cache.h"
+#include "engine/kv/kv_cache.h"
 
 #include <gtest/gtest.h>
 

@@ -28,7 +28,7 @@
 #include "engine/kv/prefix_cache.h"
 #include "engine/kv/precision.h"
 #include "engine/llm/hparams.h"
-#include "engine/llm/kv_key_offsets.h"
+#include "engine/kv/kv_key_offsets.h"
 #include "kernels/formats/codec.h"
 #include "kernels/formats/format.h"
 

@@ -1,4 +1,4 @@
-#include "engine/llm/read_ahead.h"
+#include "engine/kv/read_ahead.h"
 
 #include <algorithm>
 #include <utility>

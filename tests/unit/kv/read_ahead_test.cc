@@ -1,6 +1,6 @@
 // ColdReadAhead against a model of layers made of equal pages: what it requests, in what order, and that it
 // keeps within its budget.
-#include "engine/llm/read_ahead.h"
+#include "engine/kv/read_ahead.h"
 
 #include <gtest/gtest.h>
 
