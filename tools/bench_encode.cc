@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/simd.h"
-#include "kernels/formats/encode_speed.h"
+#include "bench/lib/encode_speed.h"
 #include "kernels/formats/format.h"
 #include "tools/bench_decode.h"
 #include "tools/commands.h"

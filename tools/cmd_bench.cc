@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention/speed.h"
+#include "bench/lib/attention_speed.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/formats/format.h"
 #include "tools/bench_decode.h"

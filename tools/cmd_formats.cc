@@ -5,7 +5,7 @@
 #include <string>
 
 #include "kernels/formats/format.h"
-#include "kernels/formats/measure.h"
+#include "bench/lib/format_measure.h"
 #include "tools/commands.h"
 
 namespace tq::cli {

@@ -1,4 +1,4 @@
-#include "kernels/formats/measure.h"
+#include "bench/lib/format_measure.h"
 
 #include <cmath>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "kernels/formats/encode_speed.h"
+#include "bench/lib/encode_speed.h"
 
 #include <algorithm>
 #include <ctime>

@@ -1,4 +1,4 @@
-#include "kernels/attention/speed.h"
+#include "bench/lib/attention_speed.h"
 
 #include <algorithm>
 #include <array>
