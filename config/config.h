@@ -34,7 +34,9 @@ struct ServerConfig {
   double idle_timeout_s = 60;   // HTTP: longest wait for a client's next bytes before the connection is closed
   std::string model_id;         // the name clients use; empty = general.name of the GGUF, or its file name
   std::string chat_format = "auto";  // auto (from the GGUF's template) | chatml | llama3 | mistral
-  std::string api_keys;         // comma-separated; empty = no authentication
+  bool chat_control_tokens = false;  // control-token text in chat message content becomes control tokens
+  std::string api_keys;         // comma-separated; empty (and no api_key_file) = no authentication
+  std::string api_key_file;     // one key per line; re-read on SIGHUP
   std::string tls_cert_file;    // PEM certificate chain; with tls_key_file: both front ends serve TLS only
   std::string tls_key_file;     // PEM private key of that certificate; both set or neither
   bool web_ui = true;           // GET / serves the built-in page (chat and the KV cache map)

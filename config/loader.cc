@@ -169,7 +169,8 @@ Status Loader::Finish(const KeyValues& env) {
     config_.kv.cold_dir = home.empty() ? "" : "~/.cache/tqserve/kv";
     config_.kv.cold_dir_optional = true;
   }
-  for (std::string* path : {&config_.model.dir, &config_.model.path, &config_.kv.cold_dir}) {
+  for (std::string* path :
+       {&config_.model.dir, &config_.model.path, &config_.kv.cold_dir, &config_.server.api_key_file}) {
     if (path->starts_with("~/") && !home.empty()) *path = home + path->substr(1);
   }
   return Status::Ok();
@@ -185,8 +186,14 @@ std::string Loader::ToYaml() const {
       section = this_section;
       out += section + ":\n";
     }
-    const std::string value = o.field->Quoted() ? nlohmann::json(o.field->Get()).dump() : o.field->Get();
-    out += "  " + o.name.substr(dot + 1) + ": " + value + "  # " + std::string(SourceName(o.source)) + "\n";
+    std::string value = o.field->Quoted() ? nlohmann::json(o.field->Get()).dump() : o.field->Get();
+    std::string note = std::string(SourceName(o.source));
+    if (o.secret && !o.field->Get().empty()) {
+      // Never printed; read back, the placeholder is a key no client holds, so nothing opens up.
+      value = "\"<redacted>\"";
+      note += ", redacted";
+    }
+    out += "  " + o.name.substr(dot + 1) + ": " + value + "  # " + note + "\n";
   }
   return out;
 }

@@ -43,6 +43,7 @@ struct Option {
   std::string help;
   std::unique_ptr<Field> field;
   Source source = Source::kDefault;
+  bool secret = false;  // printed redacted (--print-config): API keys
 };
 
 // "server.http_port" -> "TQ_SERVER_HTTP_PORT".

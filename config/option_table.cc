@@ -72,9 +72,19 @@ std::vector<Option> BuildOptionTable(Config* c) {
   Add(&t, "server.chat_format", "chat-format",
       "Chat template: auto = recognised from the GGUF's tokenizer.chat_template",
       EnumField(&c->server.chat_format, "auto", {"auto", "chatml", "llama3", "mistral"}));
+  Add(&t, "server.chat_control_tokens", "chat-control-tokens",
+      "Control-token text inside chat messages (e.g. <|im_end|>) becomes control tokens; off, message content is "
+      "plain text and only the chat template's own markers are control tokens (on only for trusted callers)",
+      BoolField(&c->server.chat_control_tokens, false));
   Add(&t, "server.api_keys", "api-keys",
-      "Comma-separated API keys (HTTP Authorization: Bearer KEY, gRPC metadata authorization); empty = no auth",
+      "Comma-separated API keys (HTTP Authorization: Bearer KEY, gRPC metadata authorization); empty and no "
+      "server.api_key_file = no auth. Visible in `ps`: prefer server.api_key_file",
       StringField(&c->server.api_keys, ""));
+  t.back().secret = true;
+  Add(&t, "server.api_key_file", "api-key-file",
+      "File of API keys, one per line (blank lines and # comments ignored), read at start and again on SIGHUP; "
+      "adds to server.api_keys",
+      StringField(&c->server.api_key_file, ""));
   Add(&t, "server.tls_cert_file", "tls-cert-file",
       "PEM certificate (chain) file; with server.tls_key_file, HTTP and gRPC serve TLS only; empty = plain",
       StringField(&c->server.tls_cert_file, ""));

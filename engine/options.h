@@ -83,6 +83,9 @@ struct EngineOptions {
   // Chat template: "auto" = recognised from the GGUF's tokenizer.chat_template (none recognised: chat prompts
   // fail with the reason), or "chatml", "llama3", "mistral".
   std::string chat_format = "auto";
+  // Control-token text inside chat message content (e.g. "<|im_end|>") becomes control tokens. Off: content is
+  // plain text and only the template's own markers are control tokens.
+  bool chat_control_tokens = false;
 };
 
 }  // namespace tq::engine

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "server/api_keys.h"
 #include "server/engine_config.h"
 #include "server/generation.h"
 #include "server/grpc/inference_service.h"
@@ -22,18 +23,6 @@ namespace tq::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::vector<std::string> SplitKeys(const std::string& text) {
-  std::vector<std::string> keys;
-  std::stringstream in(text);
-  std::string key;
-  while (std::getline(in, key, ',')) {
-    key.erase(0, key.find_first_not_of(" \t"));
-    key.erase(key.find_last_not_of(" \t") + 1);
-    if (!key.empty()) keys.push_back(key);
-  }
-  return keys;
-}
 
 std::string DisplayName(const config::Config& cfg, const std::string& path) {
   if (!cfg.server.model_id.empty()) return cfg.server.model_id;
@@ -50,6 +39,7 @@ int RunDaemon(const config::Config& cfg) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);  // re-reads server.api_key_file
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
@@ -70,6 +60,13 @@ int RunDaemon(const config::Config& cfg) {
     return 1;
   }
   const char* const transport = tls_context ? "TLS" : "plaintext";
+  // API keys are read before the model loads too: a missing key file fails at once.
+  auto api_keys = ApiKeys::Load(cfg.server.api_keys, cfg.server.api_key_file);
+  if (!api_keys.ok()) {
+    spdlog::error("{}", api_keys.status().ToString());
+    return 1;
+  }
+  const ApiKeys* keys = (*api_keys)->required() || !cfg.server.api_key_file.empty() ? api_keys->get() : nullptr;
   auto model_path = ResolveModelPath(cfg);
   if (!model_path.ok()) {
     spdlog::error("{}", model_path.status().ToString());
@@ -99,6 +96,9 @@ int RunDaemon(const config::Config& cfg) {
     } else {
       w.Send(ErrorResponse(http::status::service_unavailable, "the model is loading", "service_unavailable"));
     }
+  }, [&](const HttpRequest& header) -> std::optional<HttpResponse> {
+    if (Router* ready_router = router_ptr.load(std::memory_order_acquire)) return ready_router->CheckHeader(header);
+    return std::nullopt;  // loading: the handler answers 503
   });
   if (Status s = http.Start(); !s.ok()) {
     spdlog::error("{}", s.ToString());
@@ -128,7 +128,6 @@ int RunDaemon(const config::Config& cfg) {
   api.limits.default_max_tokens = cfg.limits.default_max_tokens;
   api.limits.max_concurrent_requests = cfg.limits.max_concurrent_requests;
   api.limits.request_timeout_s = cfg.limits.request_timeout_s;
-  const std::vector<std::string> keys = SplitKeys(cfg.server.api_keys);
 
   // KV capacity: the budgets of the tiers the engine placed pages in.
   uint64_t kv_capacity = 0;
@@ -174,7 +173,20 @@ int RunDaemon(const config::Config& cfg) {
                api.model_id, info.chat_format.empty() ? "none" : info.chat_format);
 
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  for (;;) {
+    sigwait(&signals, &signal_number);
+    if (signal_number != SIGHUP) break;
+    if (cfg.server.api_key_file.empty()) {
+      spdlog::info("SIGHUP received: no server.api_key_file to re-read");
+      continue;
+    }
+    auto reloaded = (*api_keys)->Reload();
+    if (reloaded.ok()) {
+      spdlog::info("SIGHUP received: {} API key(s) from {} and server.api_keys", *reloaded, cfg.server.api_key_file);
+    } else {
+      spdlog::error("SIGHUP received: {}; the previous keys stay in force", reloaded.status().ToString());
+    }
+  }
   spdlog::info("{} received: draining (up to {} s)", signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
                cfg.server.drain_timeout_s);
   state.draining = true;

@@ -26,6 +26,7 @@ engine::EngineOptions ToEngineOptions(const config::Config& cfg, std::string mod
   eo.max_waiting = cfg.engine.max_waiting;
   eo.device = cfg.engine.device;
   eo.chat_format = cfg.server.chat_format;
+  eo.chat_control_tokens = cfg.server.chat_control_tokens;
   eo.gpu_warm_fraction = cfg.kv.gpu_warm_fraction;
   eo.gpu_cold_fraction = cfg.kv.gpu_cold_fraction;
   eo.kv.k_format = cfg.kv.k_format;

@@ -37,7 +37,31 @@ StatusOr<ChatTemplate> DetectChatTemplate(std::string_view t) {
       "the model's chat template is not one tqserve recognises (chatml, llama3, mistral); configure one");
 }
 
-StatusOr<std::string> RenderChat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& in) {
+namespace {
+
+// Appends to a segment list, joining neighbours of the same kind.
+class Segments {
+ public:
+  Segments& Marker(std::string_view text) { return Add(text, true); }
+  Segments& Text(std::string_view text) { return Add(text, false); }
+  std::vector<ChatSegment> Take() { return std::move(out_); }
+
+ private:
+  Segments& Add(std::string_view text, bool marker) {
+    if (text.empty()) return *this;
+    if (!out_.empty() && out_.back().marker == marker) {
+      out_.back().text += text;
+    } else {
+      out_.push_back({std::string(text), marker});
+    }
+    return *this;
+  }
+  std::vector<ChatSegment> out_;
+};
+
+}  // namespace
+
+StatusOr<std::vector<ChatSegment>> RenderChatSegments(const ChatTemplate& tmpl, const std::vector<ChatMessage>& in) {
   if (in.empty()) return InvalidArgumentError("messages must not be empty");
   std::vector<ChatMessage> messages;
   if (!tmpl.default_system.empty() && in.front().role != "system") {
@@ -49,35 +73,47 @@ StatusOr<std::string> RenderChat(const ChatTemplate& tmpl, const std::vector<Cha
       return InvalidArgumentError("unknown message role '" + m.role + "' (allowed: system, user, assistant)");
     }
   }
-  std::string out;
+  // Roles are one of three fixed words; they count as the template's text.
+  Segments out;
   switch (tmpl.format) {
     case ChatFormat::kChatMl:
-      for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-      out += "<|im_start|>assistant\n";
-      return out;
+      for (const ChatMessage& m : messages) {
+        out.Marker("<|im_start|>" + m.role + "\n").Text(m.content).Marker("<|im_end|>\n");
+      }
+      out.Marker("<|im_start|>assistant\n");
+      return out.Take();
     case ChatFormat::kLlama3:
       for (const ChatMessage& m : messages) {
-        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + m.content + "<|eot_id|>";
+        out.Marker("<|start_header_id|>" + m.role + "<|end_header_id|>\n\n").Text(m.content).Marker("<|eot_id|>");
       }
-      out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-      return out;
+      out.Marker("<|start_header_id|>assistant<|end_header_id|>\n\n");
+      return out.Take();
     case ChatFormat::kMistral: {
       // A system message is prepended to the first user turn.
-      std::string system;
+      std::vector<std::string> system;
       for (const ChatMessage& m : messages) {
         if (m.role == "system") {
-          system += m.content + "\n\n";
+          system.push_back(m.content);
         } else if (m.role == "user") {
-          out += "[INST] " + system + m.content + " [/INST]";
+          out.Marker("[INST] ");
+          for (const std::string& s : system) out.Text(s).Marker("\n\n");
+          out.Text(m.content).Marker(" [/INST]");
           system.clear();
         } else {
-          out += " " + m.content + "</s>";
+          out.Marker(" ").Text(m.content).Marker("</s>");
         }
       }
-      return out;
+      return out.Take();
     }
   }
   return InternalError("unhandled chat format");
+}
+
+StatusOr<std::string> RenderChat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages) {
+  TQ_ASSIGN_OR_RETURN(const std::vector<ChatSegment> segments, RenderChatSegments(tmpl, messages));
+  std::string out;
+  for (const ChatSegment& s : segments) out += s.text;
+  return out;
 }
 
 }  // namespace tq::engine

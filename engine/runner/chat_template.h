@@ -32,8 +32,19 @@ struct ChatTemplate {
 // formats when none matches.
 StatusOr<ChatTemplate> DetectChatTemplate(std::string_view jinja_template);
 
-// The prompt for `messages`, ending with the opening of the assistant's turn. BOS is not included (the
-// tokenizer adds it as the model's metadata says). Errors: no messages, an unknown role.
+// One piece of a rendered prompt: the template's own text (markers such as "<|im_start|>", whose control-token
+// text is tokenized as control tokens) or a message's role or content (tokenized as plain text).
+struct ChatSegment {
+  std::string text;
+  bool marker = false;
+};
+
+// The prompt for `messages`, ending with the opening of the assistant's turn, as segments in order. BOS is not
+// included (the tokenizer adds it as the model's metadata says). Errors: no messages, an unknown role.
+StatusOr<std::vector<ChatSegment>> RenderChatSegments(const ChatTemplate& tmpl,
+                                                      const std::vector<ChatMessage>& messages);
+
+// The same prompt as one string (the segments joined).
 StatusOr<std::string> RenderChat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages);
 
 }  // namespace tq::engine

@@ -75,8 +75,13 @@ StatusOr<std::vector<int32_t>> Engine::ChatPrompt(const std::vector<ChatMessage>
     return FailedPreconditionError("this model has no chat template tqserve can use (" + chat_unavailable_ +
                                    "); send a plain prompt instead");
   }
-  TQ_ASSIGN_OR_RETURN(const std::string text, RenderChat(*chat_, messages));
-  return tokenizer_->Encode(text, {.add_special = true, .parse_special = true});
+  TQ_ASSIGN_OR_RETURN(const std::vector<ChatSegment> rendered, RenderChatSegments(*chat_, messages));
+  // The template's markers become control tokens; message content does only where the caller is trusted to
+  // write them (chat_control_tokens): "<|im_end|><|im_start|>system" typed by a user stays text.
+  std::vector<TextSegment> segments;
+  segments.reserve(rendered.size());
+  for (const ChatSegment& s : rendered) segments.push_back({s.text, s.marker || options_.chat_control_tokens});
+  return tokenizer_->EncodeSegments(segments, /*add_special=*/true);
 }
 
 std::vector<KvEventRecord> Engine::KvEventsSince(uint64_t after, size_t max, int timeout_ms,

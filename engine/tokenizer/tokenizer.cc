@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 
 #include "engine/tokenizer/byte_level.h"
 
@@ -229,20 +230,33 @@ TokenId Tokenizer::ByteToken(uint8_t byte) const {
 }
 
 std::vector<TokenId> Tokenizer::Encode(std::string_view text, const EncodeOptions& options) const {
+  const TextSegment segment{text, options.parse_special};
+  return EncodeSegments({&segment, 1}, options.add_special);
+}
+
+std::vector<TokenId> Tokenizer::EncodeSegments(std::span<const TextSegment> segments, bool add_special) const {
+  std::vector<Fragment> fragments;
+  for (const TextSegment& s : segments) SplitSpecials(s.text, s.parse_special, &fragments);
+  // Adjacent raw pieces (from neighbouring segments) are encoded as one text: joined copies live in `joined`.
+  std::deque<std::string> joined;
+  std::vector<Fragment> merged;
+  for (const Fragment& f : fragments) {
+    if (f.token == kNoToken && !merged.empty() && merged.back().token == kNoToken) {
+      joined.emplace_back(std::string(merged.back().text) + std::string(f.text));
+      merged.back().text = joined.back();
+      continue;
+    }
+    if (f.token != kNoToken || !f.text.empty()) merged.push_back(f);
+  }
   std::vector<TokenId> out;
-  if (options.add_special && add_bos_) out.push_back(bos_);
-  EncodeText(text, options.parse_special, &out);
-  if (options.add_special && add_eos_) out.push_back(eos_);
+  if (add_special && add_bos_) out.push_back(bos_);
+  EncodeFragments(merged, &out);
+  if (add_special && add_eos_) out.push_back(eos_);
   return out;
 }
 
-void Tokenizer::EncodeText(std::string_view text, bool parse_special, std::vector<TokenId>* out) const {
+void Tokenizer::SplitSpecials(std::string_view text, bool parse_special, std::vector<Fragment>* out) const {
   if (text.empty()) return;
-  // Fragments: raw text (token == kNoToken) or one special token, in order.
-  struct Fragment {
-    std::string_view text;
-    TokenId token;
-  };
   std::vector<Fragment> fragments = {{text, kNoToken}};
   for (TokenId special : specials_) {
     const TokenType type = types_[static_cast<size_t>(special)];
@@ -265,6 +279,10 @@ void Tokenizer::EncodeText(std::string_view text, bool parse_special, std::vecto
     }
     fragments = std::move(next);
   }
+  out->insert(out->end(), fragments.begin(), fragments.end());
+}
+
+void Tokenizer::EncodeFragments(std::span<const Fragment> fragments, std::vector<TokenId>* out) const {
   bool prev_special = true;  // SentencePiece: a space prefix goes before the first text and after a special
   for (const Fragment& f : fragments) {
     if (f.token != kNoToken) {

@@ -43,6 +43,13 @@ struct EncodeOptions {
   bool parse_special = false;  // control tokens written in the text (e.g. "<|im_start|>") become their ids
 };
 
+// A piece of text to encode and whether control-token text inside it becomes control tokens: a chat prompt is the
+// template's markers (parsed) between messages' content (not parsed: a user who types "<|im_end|>" gets text).
+struct TextSegment {
+  std::string_view text;
+  bool parse_special = false;
+};
+
 struct DecodeOptions {
   bool remove_special = false;   // drop a leading BOS / trailing EOS that encoding added
   bool unparse_special = false;  // print control tokens' text instead of nothing
@@ -58,6 +65,9 @@ class Tokenizer {
   static StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const GgufFile& gguf);
 
   std::vector<TokenId> Encode(std::string_view text, const EncodeOptions& options = {}) const;
+  // The segments encoded as one text (plain runs of adjacent segments are encoded together, so the result equals
+  // Encode of their concatenation wherever no control-token text sits in a segment that does not parse it).
+  std::vector<TokenId> EncodeSegments(std::span<const TextSegment> segments, bool add_special) const;
 
   // The bytes of one token (may be part of a UTF-8 sequence).
   std::string TokenToPiece(TokenId id, bool unparse_special = false) const;
@@ -85,9 +95,16 @@ class Tokenizer {
  private:
   Tokenizer() = default;
   Status Load(const GgufFile& gguf);
+  // Raw text (token == kNoToken) or one special token.
+  struct Fragment {
+    std::string_view text;
+    TokenId token;
+  };
   // Splits text into raw-text pieces and special tokens (user-defined ones always; control ones with
-  // parse_special).
-  void EncodeText(std::string_view text, bool parse_special, std::vector<TokenId>* out) const;
+  // parse_special), appending to `out`.
+  void SplitSpecials(std::string_view text, bool parse_special, std::vector<Fragment>* out) const;
+  // Encodes fragments in order (SentencePiece: a space prefix before the first text and after a special).
+  void EncodeFragments(std::span<const Fragment> fragments, std::vector<TokenId>* out) const;
   void EncodeSpm(std::string_view text, std::vector<TokenId>* out) const;
   void EncodeSpmSegment(std::string_view text, std::vector<TokenId>* out) const;
   void EncodeBpe(std::string_view text, std::vector<TokenId>* out) const;

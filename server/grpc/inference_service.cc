@@ -20,6 +20,17 @@ std::string NewRequestId() {
   return buf;
 }
 
+// Empty (the server picks one) or 1-128 characters of [A-Za-z0-9._:-].
+bool IsSafeRequestId(std::string_view id) {
+  if (id.size() > 128) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == ':' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 v1::FinishReason ToProto(engine::FinishReason r) {
   switch (r) {
     case engine::FinishReason::kStop: return v1::FINISH_REASON_STOP;
@@ -57,26 +68,24 @@ grpc::Status ToGrpc(const Status& s) {
   return grpc::Status(code, s.message());
 }
 
-InferenceService::InferenceService(ApiContext api, std::vector<std::string> api_keys, engine::EngineApi* engine,
+InferenceService::InferenceService(ApiContext api, const ApiKeys* api_keys, engine::EngineApi* engine,
                                    Generation* generation, Metrics* metrics, ServerState* state)
     : api_(std::move(api)),
-      api_keys_(std::move(api_keys)),
+      api_keys_(api_keys),
       engine_(engine),
       generation_(generation),
       metrics_(metrics),
       state_(state) {}
 
 grpc::Status InferenceService::CheckKey(grpc::ServerContext* context) const {
-  if (api_keys_.empty()) return grpc::Status::OK;
+  if (api_keys_ == nullptr) return grpc::Status::OK;
   const auto& md = context->client_metadata();
   auto it = md.find("authorization");
-  if (it != md.end()) {
-    const std::string value(it->second.data(), it->second.size());
-    for (const std::string& k : api_keys_) {
-      if (value == "Bearer " + k) return grpc::Status::OK;
-    }
-  }
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "a valid API key is required (metadata authorization: Bearer KEY)");
+  const std::string_view value =
+      it == md.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
+  if (api_keys_->Accepts(value)) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      "a valid API key is required (metadata authorization: Bearer KEY)");
 }
 
 namespace {
@@ -131,6 +140,11 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "model '" + in->model() + "' is not served here");
   }
   engine::GenerateRequest r;
+  // A client's id goes into logs and events: a short token of safe characters only.
+  if (!IsSafeRequestId(in->request_id())) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "request_id must be 1 to 128 characters of A-Z a-z 0-9 . _ : -");
+  }
   r.id = in->request_id().empty() ? NewRequestId() : in->request_id();
   switch (in->input_case()) {
     case v1::GenerateRequest::kPrompt:

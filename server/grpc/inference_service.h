@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/api.h"
+#include "server/api_keys.h"
 #include "server/generation.h"
 #include "server/http/openai.h"
 #include "server/metrics.h"
@@ -21,7 +22,8 @@ class InferenceService final : public tqserve::v1::Inference::Service {
  public:
   // Generations go through `generation` (the admission path shared with HTTP); a client's deadline applies
   // when it is earlier than limits.request_timeout_s.
-  InferenceService(ApiContext api, std::vector<std::string> api_keys, engine::EngineApi* engine,
+  // `api_keys`: null = no authentication.
+  InferenceService(ApiContext api, const ApiKeys* api_keys, engine::EngineApi* engine,
                    Generation* generation, Metrics* metrics, ServerState* state);
 
   grpc::Status Generate(grpc::ServerContext* context, const tqserve::v1::GenerateRequest* request,
@@ -43,7 +45,7 @@ class InferenceService final : public tqserve::v1::Inference::Service {
   grpc::Status CheckKey(grpc::ServerContext* context) const;
 
   ApiContext api_;
-  std::vector<std::string> api_keys_;
+  const ApiKeys* api_keys_;
   engine::EngineApi* engine_;
   Generation* generation_;
   Metrics* metrics_;

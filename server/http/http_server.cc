@@ -111,8 +111,8 @@ HttpResponse ErrorResponse(http::status status, std::string_view message, std::s
   return JsonResponse(status, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
-HttpServer::HttpServer(HttpServerOptions options, Handler handler)
-    : options_(std::move(options)), handler_(std::move(handler)) {}
+HttpServer::HttpServer(HttpServerOptions options, Handler handler, HeaderCheck header_check)
+    : options_(std::move(options)), handler_(std::move(handler)), header_check_(std::move(header_check)) {}
 
 HttpServer::~HttpServer() { Stop(0); }
 
@@ -193,20 +193,29 @@ void HttpServer::ServeRequests(Stream& stream, tcp::socket& socket) {
     parser.body_limit(options_.max_body_bytes);
     parser.header_limit(64 * 1024);
     beast::error_code ec;
-    http::read(stream, buffer, parser, ec);
-    if (ec == http::error::body_limit) {
+    // The header first: a request the header check refuses (no valid API key) is answered before its body is
+    // read, and its connection closed.
+    http::read_header(stream, buffer, parser, ec);
+    std::optional<HttpResponse> refused;
+    if (!ec && header_check_) refused = header_check_(parser.get());
+    if (!ec && !refused) http::read(stream, buffer, parser, ec);
+    if (refused || ec == http::error::body_limit) {
       SocketWriter<Stream> w(stream, socket, 11, false);
-      w.Send(ErrorResponse(http::status::payload_too_large,
-                           "request body exceeds the limit of " + std::to_string(options_.max_body_bytes) + " bytes",
-                           "invalid_request_error"));
+      w.Send(refused ? std::move(*refused)
+                     : ErrorResponse(http::status::payload_too_large,
+                                     "request body exceeds the limit of " + std::to_string(options_.max_body_bytes) +
+                                         " bytes",
+                                     "invalid_request_error"));
       // The client may still be sending the body and reads the answer only when done: take in and drop what
-      // it sends (up to 1 GiB, 2 s of silence ends it) so it sees the 413 instead of a broken pipe.
+      // it sends (up to 1 GiB after a 413, the body limit after a refusal; 2 s of silence ends it) so it sees
+      // the answer instead of a broken pipe.
+      const uint64_t drain_limit = refused ? options_.max_body_bytes : uint64_t{1} << 30;
       beast::error_code ignored;
       socket.shutdown(tcp::socket::shutdown_send, ignored);
       timeval drain_tv{2, 0};
       ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &drain_tv, sizeof drain_tv);
       char sink[64 * 1024];
-      for (uint64_t total = 0; total < (uint64_t{1} << 30);) {
+      for (uint64_t total = 0; total < drain_limit;) {
         const ssize_t n = ::recv(fd, sink, sizeof sink, 0);
         if (n <= 0) break;
         total += static_cast<uint64_t>(n);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -40,6 +41,9 @@ class ResponseWriter {
 };
 
 using Handler = std::function<void(const HttpRequest&, ResponseWriter&)>;
+// Looks at a request's header before its body is read (the request's body is still empty): a response refuses
+// the request (e.g. 401 without a valid API key); the body is then never read and the connection closes.
+using HeaderCheck = std::function<std::optional<HttpResponse>(const HttpRequest&)>;
 
 struct HttpServerOptions {
   std::string host = "0.0.0.0";
@@ -51,7 +55,7 @@ struct HttpServerOptions {
 
 class HttpServer {
  public:
-  HttpServer(HttpServerOptions options, Handler handler);
+  HttpServer(HttpServerOptions options, Handler handler, HeaderCheck header_check = {});
   ~HttpServer();
 
   // Binds and starts accepting. Errors: the address is invalid or in use.
@@ -69,6 +73,7 @@ class HttpServer {
 
   HttpServerOptions options_;
   Handler handler_;
+  HeaderCheck header_check_;
   boost::asio::io_context io_;
   std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
   std::thread accept_thread_;

@@ -77,22 +77,43 @@ Router::Router(RouterOptions options, engine::EngineApi* engine, Generation* gen
     : options_(std::move(options)), engine_(engine), generation_(generation), metrics_(metrics), state_(state) {}
 
 bool Router::Authorized(const HttpRequest& req) const {
-  if (options_.api_keys.empty()) return true;
+  if (options_.api_keys == nullptr) return true;
   const auto it = req.find(http::field::authorization);
-  if (it == req.end()) return false;
-  const std::string_view value(it->value().data(), it->value().size());
-  constexpr std::string_view kBearer = "Bearer ";
-  if (!value.starts_with(kBearer)) return false;
-  const std::string_view key = value.substr(kBearer.size());
-  for (const std::string& k : options_.api_keys) {
-    if (k == key) return true;
-  }
-  return false;
+  const std::string_view value =
+      it == req.end() ? std::string_view() : std::string_view(it->value().data(), it->value().size());
+  return options_.api_keys->Accepts(value);
+}
+
+namespace {
+
+std::string_view PathOf(const HttpRequest& req) {
+  const std::string_view target(req.target().data(), req.target().size());
+  return target.substr(0, target.find('?'));
+}
+
+// Routes that need the API key when keys are configured.
+bool IsApiRoute(std::string_view path) {
+  return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/models" ||
+         path == "/tokenize" || path == "/detokenize" || path == "/kv/state";
+}
+
+HttpResponse Unauthorized() {
+  return ErrorResponse(http::status::unauthorized, "a valid API key is required (Authorization: Bearer KEY)",
+                       "authentication_error");
+}
+
+}  // namespace
+
+std::optional<HttpResponse> Router::CheckHeader(const HttpRequest& header) {
+  const std::string_view path = PathOf(header);
+  // Unknown paths go on to their 404 (and are not metric labels).
+  if (!IsApiRoute(path) || Authorized(header)) return std::nullopt;
+  metrics_->CountRequest(path, "unauthorized");
+  return Unauthorized();
 }
 
 void Router::Handle(const HttpRequest& req, ResponseWriter& w) {
-  const std::string_view target(req.target().data(), req.target().size());
-  const std::string_view path = target.substr(0, target.find('?'));
+  const std::string_view path = PathOf(req);
   const bool get = req.method() == http::verb::get;
   const bool post = req.method() == http::verb::post;
 
@@ -129,16 +150,13 @@ void Router::Handle(const HttpRequest& req, ResponseWriter& w) {
     w.Send(std::move(r));
     return;
   }
-  const bool known = path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/models" ||
-                     path == "/tokenize" || path == "/detokenize" || path == "/kv/state";
-  if (!known) {
+  if (!IsApiRoute(path)) {
     w.Send(ErrorResponse(http::status::not_found, "no route for " + std::string(path), "not_found_error"));
     return;
   }
-  if (!Authorized(req)) {
+  if (!Authorized(req)) {  // CheckHeader refused it already when the server reads through it
     metrics_->CountRequest(path, "unauthorized");
-    w.Send(ErrorResponse(http::status::unauthorized, "a valid API key is required (Authorization: Bearer KEY)",
-                         "authentication_error"));
+    w.Send(Unauthorized());
     return;
   }
   const bool wants_post = path != "/v1/models" && path != "/kv/state";

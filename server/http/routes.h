@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/api.h"
+#include "server/api_keys.h"
 #include "server/generation.h"
 #include "server/http/http_server.h"
 #include "server/http/openai.h"
@@ -16,7 +17,7 @@ namespace tq::server {
 
 struct RouterOptions {
   ApiContext api;
-  std::vector<std::string> api_keys;  // empty: no authentication
+  const ApiKeys* api_keys = nullptr;  // null: no authentication
   bool web_ui = true;                 // GET / serves the built-in page (its data routes need the API key)
 };
 
@@ -27,6 +28,9 @@ class Router {
          ServerState* state);
 
   void Handle(const HttpRequest& request, ResponseWriter& writer);
+  // HttpServer's header check: a 401 for a route that needs the API key when the header has no valid one, so
+  // the body of an unauthenticated request is never read.
+  std::optional<HttpResponse> CheckHeader(const HttpRequest& header);
 
  private:
   void Completions(const HttpRequest& request, ResponseWriter& writer, bool chat);

@@ -76,6 +76,19 @@ def test_bad_requests_map_to_codes(pb, channel):
     with pytest.raises(grpc.RpcError) as e:
         list(stub.Generate(m.GenerateRequest(prompt="x", sampling=m.SamplingParams(top_p=0)), timeout=10))
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # The limits HTTP has, from the one admission path: stop strings, stop tokens; and a request id fit for logs.
+    for sampling, field in [(m.SamplingParams(stop=["a", "b", "c", "d", "e"]), "stop"),
+                            (m.SamplingParams(stop=["x" * 300]), "stop"),
+                            (m.SamplingParams(stop_token_ids=list(range(17))), "stop token"),
+                            (m.SamplingParams(stop_token_ids=[10 ** 8]), "stop token")]:
+        with pytest.raises(grpc.RpcError) as e:
+            list(stub.Generate(m.GenerateRequest(prompt="x", sampling=sampling), timeout=10))
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, field
+        assert field in e.value.details(), e.value.details()
+    for bad_id in ["x" * 129, "a b", "id\nINFO forged log line"]:
+        with pytest.raises(grpc.RpcError) as e:
+            list(stub.Generate(m.GenerateRequest(prompt="x", request_id=bad_id), timeout=10))
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
 def test_abort_by_id(pb, channel):

@@ -127,6 +127,20 @@ TEST_F(LoaderTest, PrintedConfigLoadsBackIdentically) {
   }
 }
 
+TEST_F(LoaderTest, PrintedConfigRedactsKeysAndEntryPointDefaultsApply) {
+  Loader loader;
+  ASSERT_TRUE(loader.Load({.defaults = {{"kv.preset", ""}}, .flags = {{"api-keys", "s3cret,other"}}}).ok());
+  const std::string yaml = loader.ToYaml();
+  EXPECT_EQ(yaml.find("s3cret"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("api_keys: \"<redacted>\"  # flag, redacted"), std::string::npos) << yaml;
+  EXPECT_EQ(loader.config().kv.preset, "");  // the entry point's default
+  EXPECT_EQ(loader.config().server.api_keys, "s3cret,other");
+  // A flag still beats an entry point's default; an unknown name in the defaults is an error.
+  ASSERT_TRUE(loader.Load({.defaults = {{"kv.preset", ""}}, .flags = {{"kv-preset", "chat"}}}).ok());
+  EXPECT_EQ(loader.config().kv.preset, "chat");
+  EXPECT_FALSE(loader.Load({.defaults = {{"kv.nope", "1"}}}).ok());
+}
+
 struct BadCase {
   std::string what;
   Sources sources;
