@@ -45,11 +45,14 @@ StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, co
   layout->head_dim_ = hp.head_dim;
   layout->spec_ = spec;
   const int d = hp.head_dim, L = hp.n_layers, H = hp.n_kv_heads;
-  if (spec.boundary_layers < 0 || 2 * spec.boundary_layers > L) {
+  if (spec.boundary_layers < -1 || 2 * spec.boundary_layers > L) {
     return InvalidArgumentError("boundary layers " + std::to_string(spec.boundary_layers) + " must be in [0, " +
-                                std::to_string(L / 2) + "]");
+                                std::to_string(L / 2) + "] (or -1: the preset's own)");
   }
-  int boundary_layers = spec.boundary_layers;  // a ranked preset may keep more (Preset::boundary_layers)
+  // -1 = auto: the preset's own (Preset::boundary_layers, resolved below), 0 without a preset. An explicit value
+  // wins over the preset's, smaller or larger.
+  int boundary_layers = std::max(spec.boundary_layers, 0);
+  layout->spec_.boundary_layers = boundary_layers;
   // Per-head formats before the boundary rule.
   std::vector<HeadKvFormat> heads(static_cast<size_t>(L) * H);
   bool plain = false;
@@ -97,7 +100,7 @@ StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, co
     TQ_ASSIGN_OR_RETURN(HeadKvFormat sparse, ParseClassFormat(sparse_name, d, PrecisionClass::kSparse));
     layout->class_formats_ = {hot, active, sparse};
     layout->ranked_ = true;
-    boundary_layers = std::max(boundary_layers, std::min(preset.boundary_layers, L / 2));
+    if (spec.boundary_layers < 0) boundary_layers = std::min(preset.boundary_layers, L / 2);
     layout->spec_.boundary_layers = boundary_layers;  // WithClasses (adaptation) keeps them f16 too
     const std::vector<PrecisionClass> classes = AssignClasses(profile, preset);
     for (size_t i = 0; i < heads.size(); ++i) {
@@ -698,6 +701,109 @@ Status SequenceKv::Append(int layer, int pos, const float* k, const float* v) {
   return Status::Ok();
 }
 
+// Plain f32 rows: scores, softmax and the weighted sum per query, in scalar code (exact).
+void SequenceKv::AttendPlain(int layer, int kv_head, const float* q, int rows, int group, int first_pos, float* out,
+                             int64_t* scored, int window) const {
+  const int d = head_dim_;
+  const size_t row = static_cast<size_t>(n_kv_heads_) * d;
+  const float* data = plain_[layer].data();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  std::vector<float> scores(first_pos + rows);
+  for (int r = 0; r < rows; ++r) {
+    const int last = first_pos + r;
+    for (int g = 0; g < group; ++g) {
+      const float* qv = q + (static_cast<size_t>(r) * group + g) * d;
+      float* o = out + (static_cast<size_t>(r) * group + g) * d;
+      const int begin = window > 0 ? std::max(0, last - window + 1) : 0;  // scores[t] = 0 before the window
+      float max_score = -INFINITY;
+      std::fill(scores.begin(), scores.begin() + begin, 0.0f);
+      for (int t = begin; t <= last; ++t) {
+        scores[t] = kernels::DotF32(qv, data + (2 * static_cast<size_t>(t)) * row + kv_head * d, d) * scale;
+        max_score = std::max(max_score, scores[t]);
+      }
+      double sum = 0;
+      for (int t = begin; t <= last; ++t) {
+        scores[t] = std::exp(scores[t] - max_score);
+        sum += scores[t];
+      }
+      std::fill(o, o + d, 0.0f);
+      const float inv = static_cast<float>(1.0 / sum);
+      if (stats_ != nullptr) {
+        for (int t = begin; t <= last; ++t) scores[t] *= inv;
+        stats_->Add(layer, kv_head, scores.data(), last + 1);
+        for (int t = begin; t <= last; ++t) scores[t] /= inv;
+      }
+      for (int t = begin; t <= last; ++t) {
+        kernels::AxpyF32(scores[t] * inv, data + (2 * static_cast<size_t>(t) + 1) * row + kv_head * d, o, d);
+      }
+      if (scored) *scored += last + 1 - begin;
+    }
+  }
+}
+
+// Score biases for pages [skip_pages, ...) of a head with per-page key offsets: q . offset for each page's keys
+// (raw space; kv_cache_pages.h) and q . k_sink for token 0. refs[p] is page skip_pages + p; q is [nq][head_dim].
+void SequenceKv::AddScoreBiases(const HeadPages& hp, size_t skip_pages, const float* q, int nq,
+                                std::vector<kernels::KvPageRef>& refs) const {
+  const int d = head_dim_;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const size_t n_pages = hp.full.size() - skip_pages;
+  thread_local std::vector<float> biases;  // [n_pages + 1][nq]; the last row is the sink's
+  biases.assign((n_pages + 1) * nq, 0.0f);
+  for (size_t p = 0; p < n_pages; ++p) {
+    const float* off = hp.k_offsets.data() + (skip_pages + p) * d;
+    float* b = biases.data() + p * nq;
+    for (int j = 0; j < nq; ++j) b[j] = kernels::DotF32(q + static_cast<size_t>(j) * d, off, d) * scale;
+    refs[p].score_bias = b;
+  }
+  if (skip_pages == 0 && n_pages > 0 && !hp.xf.k_sink.empty()) {
+    float* b = biases.data() + n_pages * nq;
+    for (int j = 0; j < nq; ++j) b[j] = kernels::DotF32(q + static_cast<size_t>(j) * d, hp.xf.k_sink.data(), d) * scale;
+    refs[0].first_bias = b;
+  }
+}
+
+// The attention kernel over `refs`, in groups of rows: the rows of a page with an exact copy (filled in this
+// pass) attend to the coded pages before it and to the copy; the other rows to every page.
+Status SequenceKv::AttendRowGroups(const HeadPages& hp, const std::vector<kernels::KvPageRef>& refs,
+                                   size_t skip_pages, const float* q, int rows, int group, int first_pos,
+                                   int kernel_first_pos, int window, float* out,
+                                   kernels::AttentionStats* stats) const {
+  const int d = head_dim_;
+  kernels::AttentionOptions options;
+  options.window = window;
+  // Per-query biases move with the group's first row.
+  thread_local std::vector<kernels::KvPageRef> group_refs;
+  for (int r = 0; r < rows;) {
+    const int page = (first_pos + r) / kPage;
+    const HeadPages::ExactCopy* copy = nullptr;
+    for (const HeadPages::ExactCopy& c : hp.exact_copies) {
+      if (c.page == page) copy = &c;
+    }
+    int n = rows - r;
+    if (copy != nullptr) {
+      n = std::min(n, (page + 1) * kPage - (first_pos + r));
+    } else {
+      for (const HeadPages::ExactCopy& c : hp.exact_copies) {
+        if (c.page > page) n = std::min(n, c.page * kPage - (first_pos + r));
+      }
+    }
+    const size_t n_refs = copy != nullptr ? static_cast<size_t>(page) - skip_pages : refs.size();
+    group_refs.assign(refs.begin(), refs.begin() + n_refs);
+    const size_t shift = static_cast<size_t>(r) * group;
+    for (kernels::KvPageRef& ref : group_refs) {
+      if (ref.score_bias != nullptr) ref.score_bias += shift;
+      if (ref.first_bias != nullptr) ref.first_bias += shift;
+    }
+    if (copy != nullptr) group_refs.push_back({copy->k.data(), copy->v.data(), KvFormat::kF16, KvFormat::kF16, kPage});
+    const size_t offset = shift * d;
+    TQ_RETURN_IF_ERROR(kernels::PrefillAttention(group_refs, d, q + offset, n, group, kernel_first_pos + r, options,
+                                                 out + offset, stats));
+    r += n;
+  }
+  return Status::Ok();
+}
+
 Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int group, int first_pos, float* out,
                           int64_t* scored, int64_t* skipped, int window) const {
   const int d = head_dim_;
@@ -705,40 +811,7 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
     return InternalError("attention past the stored positions of layer " + std::to_string(layer));
   }
   if (!layout_ || layout_->layer(layer).plain) {
-    const size_t row = static_cast<size_t>(n_kv_heads_) * d;
-    const float* data = plain_[layer].data();
-    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    std::vector<float> scores(first_pos + rows);
-    for (int r = 0; r < rows; ++r) {
-      const int last = first_pos + r;
-      for (int g = 0; g < group; ++g) {
-        const float* qv = q + (static_cast<size_t>(r) * group + g) * d;
-        float* o = out + (static_cast<size_t>(r) * group + g) * d;
-        const int begin = window > 0 ? std::max(0, last - window + 1) : 0;  // scores[t] = 0 before the window
-        float max_score = -INFINITY;
-        std::fill(scores.begin(), scores.begin() + begin, 0.0f);
-        for (int t = begin; t <= last; ++t) {
-          scores[t] = kernels::DotF32(qv, data + (2 * static_cast<size_t>(t)) * row + kv_head * d, d) * scale;
-          max_score = std::max(max_score, scores[t]);
-        }
-        double sum = 0;
-        for (int t = begin; t <= last; ++t) {
-          scores[t] = std::exp(scores[t] - max_score);
-          sum += scores[t];
-        }
-        std::fill(o, o + d, 0.0f);
-        const float inv = static_cast<float>(1.0 / sum);
-        if (stats_ != nullptr) {
-          for (int t = begin; t <= last; ++t) scores[t] *= inv;
-          stats_->Add(layer, kv_head, scores.data(), last + 1);
-          for (int t = begin; t <= last; ++t) scores[t] /= inv;
-        }
-        for (int t = begin; t <= last; ++t) {
-          kernels::AxpyF32(scores[t] * inv, data + (2 * static_cast<size_t>(t) + 1) * row + kv_head * d, o, d);
-        }
-        if (scored) *scored += last + 1 - begin;
-      }
-    }
+    AttendPlain(layer, kv_head, q, rows, group, first_pos, out, scored, window);
     return Status::Ok();
   }
   const HeadPages& hp = pages_[layer][kv_head];
@@ -808,25 +881,7 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
   if (hp.tail_tokens > 0) {
     refs.push_back({hp.k_tail.data(), hp.v_tail.data(), KvFormat::kF16, KvFormat::kF16, hp.tail_tokens});
   }
-  if (!hp.xf.k_rope_mean.empty()) {
-    // Score biases: q . offset for each page's keys (raw space; kv_cache_pages.h) and q . k_sink for token 0.
-    const int nq = rows * group;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    const size_t n_pages = hp.full.size() - skip_pages;
-    thread_local std::vector<float> biases;  // [n_pages + 1][nq]; the last row is the sink's
-    biases.assign((n_pages + 1) * nq, 0.0f);
-    for (size_t p = 0; p < n_pages; ++p) {
-      const float* off = hp.k_offsets.data() + (skip_pages + p) * d;
-      float* b = biases.data() + p * nq;
-      for (int j = 0; j < nq; ++j) b[j] = kernels::DotF32(q + static_cast<size_t>(j) * d, off, d) * scale;
-      refs[p].score_bias = b;
-    }
-    if (skip_pages == 0 && n_pages > 0 && !hp.xf.k_sink.empty()) {
-      float* b = biases.data() + n_pages * nq;
-      for (int j = 0; j < nq; ++j) b[j] = kernels::DotF32(q + static_cast<size_t>(j) * d, hp.xf.k_sink.data(), d) * scale;
-      refs[0].first_bias = b;
-    }
-  }
+  if (!hp.xf.k_rope_mean.empty()) AddScoreBiases(hp, skip_pages, q, rows * group, refs);
   if (skip_pages == 0 && !hp.full.empty() && !hp.xf.v_sink.empty()) refs[0].first_value = hp.xf.v_sink.data();
   kernels::AttentionStats stats;
   thread_local std::vector<float> qs;  // the query in the keys' domain: q * k_scale
@@ -837,38 +892,8 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
     }
     q = qs.data();
   }
-  kernels::AttentionOptions options;
-  options.window = window;
-  // Rows run in groups: the rows of a page with an exact copy (filled in this pass) attend to the coded pages before
-  // it and to the copy; the other rows to every page. Per-query biases move with the group's first row.
-  thread_local std::vector<kernels::KvPageRef> group_refs;
-  for (int r = 0; r < rows;) {
-    const int page = (first_pos + r) / kPage;
-    const HeadPages::ExactCopy* copy = nullptr;
-    for (const HeadPages::ExactCopy& c : hp.exact_copies) {
-      if (c.page == page) copy = &c;
-    }
-    int n = rows - r;
-    if (copy != nullptr) {
-      n = std::min(n, (page + 1) * kPage - (first_pos + r));
-    } else {
-      for (const HeadPages::ExactCopy& c : hp.exact_copies) {
-        if (c.page > page) n = std::min(n, c.page * kPage - (first_pos + r));
-      }
-    }
-    const size_t n_refs = copy != nullptr ? static_cast<size_t>(page) - skip_pages : refs.size();
-    group_refs.assign(refs.begin(), refs.begin() + n_refs);
-    const size_t shift = static_cast<size_t>(r) * group;
-    for (kernels::KvPageRef& ref : group_refs) {
-      if (ref.score_bias != nullptr) ref.score_bias += shift;
-      if (ref.first_bias != nullptr) ref.first_bias += shift;
-    }
-    if (copy != nullptr) group_refs.push_back({copy->k.data(), copy->v.data(), KvFormat::kF16, KvFormat::kF16, kPage});
-    const size_t offset = shift * d;
-    TQ_RETURN_IF_ERROR(kernels::PrefillAttention(group_refs, d, q + offset, n, group, kernel_first_pos + r, options,
-                                                 out + offset, &stats));
-    r += n;
-  }
+  TQ_RETURN_IF_ERROR(AttendRowGroups(hp, refs, skip_pages, q, rows, group, first_pos, kernel_first_pos, window,
+                                     out, &stats));
   if (!hp.xf.v_scale.empty()) {
     for (size_t r = 0; r < static_cast<size_t>(rows) * group * d; r += d) {
       for (int i = 0; i < d; ++i) out[r + i] *= hp.xf.v_scale[i];

@@ -29,6 +29,7 @@
 #include "engine/kv/precision.h"
 #include "engine/llm/hparams.h"
 #include "engine/kv/kv_key_offsets.h"
+#include "kernels/attention/attention.h"
 #include "kernels/formats/codec.h"
 #include "kernels/formats/format.h"
 
@@ -191,6 +192,14 @@ class SequenceKv {
   void KeyOffset(int layer, const HeadPages& hp, int page_index, float* out) const;
 
   void RecordFault(const Status& status) const;
+  // The parts of Attend: plain f32 rows; per-page score biases (key offsets, sink); the kernel over row groups.
+  void AttendPlain(int layer, int kv_head, const float* q, int rows, int group, int first_pos, float* out,
+                   int64_t* scored, int window) const;
+  void AddScoreBiases(const HeadPages& hp, size_t skip_pages, const float* q, int nq,
+                      std::vector<kernels::KvPageRef>& refs) const;
+  Status AttendRowGroups(const HeadPages& hp, const std::vector<kernels::KvPageRef>& refs, size_t skip_pages,
+                         const float* q, int rows, int group, int first_pos, int kernel_first_pos, int window,
+                         float* out, kernels::AttentionStats* stats) const;
 
   std::shared_ptr<const KvLayout> layout_;  // null: plain f32
   KvPageStore* store_ = nullptr;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "config/option_table.h"
 #include "kernels/formats/codebook.h"
 #include "kernels/formats/format.h"
 #include "kernels/formats/page.h"
@@ -32,6 +33,21 @@ TEST(FormatTable, NamesAreUniqueAndRoundTrip) {
   EXPECT_FALSE(FormatFromName("tq5").ok());
   EXPECT_FALSE(FormatFromId(0).ok());
   EXPECT_FALSE(FormatFromId(200).ok());
+}
+
+// The option table (config/, which may not include kernels/) lists the format names itself: it must list exactly
+// auto, f32 (plain rows, not a page format) and every row of this table, so a new format cannot be left out.
+TEST(FormatTable, OptionTableNamesEveryFormat) {
+  config::Config c;
+  std::string want = "one of: auto, f32";
+  for (const FormatInfo& f : kFormatTable) want += ", " + std::string(f.name);
+  int rows = 0;
+  for (const config::Option& o : config::BuildOptionTable(&c)) {
+    if (o.name != "kv.k_format" && o.name != "kv.v_format") continue;
+    EXPECT_EQ(o.field->Allowed(), want) << o.name;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2);
 }
 
 TEST(FormatTable, BitsPerValueIncludeNormsAndScales) {
