@@ -118,8 +118,10 @@ std::vector<Option> BuildOptionTable(Config* c) {
   Add(&t, "kv.k_format", "kv-k", "Key format (`tqserve formats` lists them); auto = f16",
       EnumField(&c->kv.k_format, "auto", formats));
   Add(&t, "kv.v_format", "kv-v", "Value format; auto = f16", EnumField(&c->kv.v_format, "auto", formats));
-  Add(&t, "kv.boundary_layers", "kv-boundary-layers", "Keep the first and last N layers' KV at f16",
-      IntField(&c->kv.boundary_layers, 0, 0, 512));
+  Add(&t, "kv.boundary_layers", "kv-boundary-layers",
+      "Keep the first and last N layers' KV at f16; -1 = the preset's own (default: 2; the others and no "
+      "preset: 0); any other value overrides the preset's",
+      IntField(&c->kv.boundary_layers, -1, -1, 512));
   Add(&t, "kv.preset", "kv-preset",
       "Precision classes per head: default (no profile needed; docs/kv.md), code 15:70:15, longdoc 10:60:30, "
       "chat 20:65:15, auto (P90/P40), HOT:ACTIVE:SPARSE, uniform:FMT (uniform:f16 = uncompressed); "

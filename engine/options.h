@@ -20,7 +20,7 @@ namespace tq::engine {
 struct KvSpec {
   std::string k_format = "auto";  // "auto", "f32" or a kernels/formats name
   std::string v_format = "auto";
-  int boundary_layers = 0;
+  int boundary_layers = -1;      // first and last N layers f16; -1 = the preset's own (0 without a preset)
   std::string preset;             // "" | default | code | longdoc | chat | auto | shares | uniform:FMT
   std::string profile_path;       // head profile JSON (tqserve calibrate); needed by the ranked presets but default
   // Formats per precision class, "FMT" or "KFMT/VFMT"; "auto" = the preset's own (Preset::active_format, ...).

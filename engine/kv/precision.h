@@ -61,7 +61,7 @@ struct Preset {
   std::string_view active_format = "int8";  // the formats "auto" means for this preset
   std::string_view sparse_format = "tq4";
   bool needs_profile = true;  // false: DepthProfile when no profile is given
-  int boundary_layers = 0;    // the first and last N layers HOT f16 (at least kv.boundary_layers; at most L/2)
+  int boundary_layers = 0;    // the first and last N layers HOT f16 where kv.boundary_layers is -1 (at most L/2)
 };
 StatusOr<Preset> FindPreset(std::string_view name);
 

@@ -80,6 +80,28 @@ def test_the_page_chats_and_maps_every_head(grpc_pb):
         assert len(answer.text) > len("model: ") + 5, answer.text
         assert driver.execute_script("return window.tqUpdates") >= 4
 
+        # The sampling controls reach the request: 5 tokens at temperature 0 end on the length limit.
+        def set_field(element_id, value):
+            field = driver.find_element(By.ID, element_id)
+            field.clear()
+            field.send_keys(value)
+
+        set_field("temperature", "0")
+        set_field("max-tokens", "5")
+        driver.find_element(By.ID, "prompt").send_keys("Tell me another one.")
+        driver.find_element(By.ID, "send").click()
+        short = wait_for(lambda: next((e for e in driver.find_elements(By.CSS_SELECTOR, ".msg.assistant")[1:]
+                                       if e.get_attribute("data-done") == "true"), None), "the 5-token answer")
+        assert short.get_attribute("data-finish-reason") == "length", driver.page_source
+        assert short.get_attribute("data-completion-tokens") == "5"
+        # An out-of-range value is the server's 400, shown as an error that names the field.
+        set_field("temperature", "5")
+        driver.find_element(By.ID, "prompt").send_keys("And one more.")
+        driver.find_element(By.ID, "send").click()
+        error = wait_for(lambda: next(iter(driver.find_elements(By.CSS_SELECTOR, ".msg.error")), None),
+                         "the error line")
+        assert "400" in error.text and "temperature" in error.text, error.text
+
         # Tier lines carry /metrics' numbers once the page has polled after the request.
         time.sleep(1.5)
         metrics = http.get(d.url + "/metrics").body.decode()

@@ -157,6 +157,19 @@ TEST(PrecisionTest, DefaultPresetRanksByDepthWithoutAProfile) {
   ASSERT_TRUE(small.ok()) << small.status().ToString();
   hp.n_layers = 10;
   EXPECT_NE((*layout)->Describe().find("ranked by depth"), std::string::npos) << (*layout)->Describe();
+  // kv.boundary_layers -1 (the default) takes the preset's; an explicit value overrides it, smaller or larger.
+  for (const int n : {0, 1, 3}) {
+    KvSpec b = spec;
+    b.boundary_layers = n;
+    auto bl = KvLayout::Create(hp, b);
+    ASSERT_TRUE(bl.ok()) << bl.status().ToString();
+    EXPECT_EQ((*bl)->head(0, 0).k == kernels::KvFormat::kF16, n > 0) << n;
+    EXPECT_EQ((*bl)->head(n == 0 ? 0 : n - 1, 1).k == kernels::KvFormat::kF16, n > 0) << n;
+    EXPECT_NE((*bl)->head(n, 0).k, kernels::KvFormat::kF16) << n;  // the first layer past the boundary
+    EXPECT_NE((*bl)->head(9 - n, 0).k, kernels::KvFormat::kF16) << n;
+  }
+  EXPECT_FALSE(KvLayout::Create(hp, KvSpec{.boundary_layers = -2, .preset = "default"}).ok());
+  EXPECT_FALSE(KvLayout::Create(hp, KvSpec{.boundary_layers = 6, .preset = "default"}).ok());
   spec.sparse_format = "tq3";
   auto explicit_sparse = KvLayout::Create(hp, spec);
   ASSERT_TRUE(explicit_sparse.ok());
