@@ -22,7 +22,7 @@ class Metrics {
   // `kv_capacity_bytes`: the KV tiers' budgets together.
   explicit Metrics(uint64_t kv_capacity_bytes);
 
-  // outcome: "success", "error", "aborted", "rejected", "invalid", "unauthorized", "timeout".
+  // outcome: "success", "error", "aborted", "rejected", "invalid", "unauthorized", "timeout", "shutdown".
   void CountRequest(std::string_view endpoint, std::string_view outcome);
   // After a request's final event.
   void ObserveFinished(const engine::GenerateEvent& final_event);
