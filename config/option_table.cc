@@ -66,6 +66,10 @@ std::vector<Option> BuildOptionTable(Config* c) {
       "Seconds an HTTP connection may wait for the client's next bytes (TLS handshake, next request, the rest "
       "of one) before it is closed",
       DoubleField(&c->server.idle_timeout_s, 60.0, 0.1, 3600.0));
+  Add(&t, "server.max_connections", "max-connections",
+      "HTTP connections served at once (a thread each); one more is answered 503 and closed at once; 0 = no "
+      "limit (each connection costs a thread and a descriptor)",
+      IntField(&c->server.max_connections, 1024, 0, 1 << 20));
   Add(&t, "server.model_id", "model-id",
       "Model name clients send and /v1/models lists; empty = the GGUF's general.name or file name",
       StringField(&c->server.model_id, ""));

@@ -86,6 +86,7 @@ int RunDaemon(const config::Config& cfg) {
   ho.max_body_bytes = static_cast<uint64_t>(cfg.limits.max_body_bytes);
   ho.tls = tls_context;
   ho.idle_timeout_ms = static_cast<int>(cfg.server.idle_timeout_s * 1000);
+  ho.max_connections = cfg.server.max_connections;
   HttpServer http(ho, [&](const HttpRequest& r, ResponseWriter& w) {
     if (Router* ready_router = router_ptr.load(std::memory_order_acquire)) return ready_router->Handle(r, w);
     const std::string_view target(r.target().data(), r.target().size());

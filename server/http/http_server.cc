@@ -136,21 +136,69 @@ Status HttpServer::Start() {
   return Status::Ok();
 }
 
+namespace {
+
+// What a connection over server.max_connections gets, written without blocking before it is closed.
+const std::string& OverCapacityResponse() {
+  static const std::string response = [] {
+    const std::string body =
+        R"j({"error":{"message":"too many open connections (server.max_connections)","type":"service_unavailable",)j"
+        R"j("code":503,"param":null}})j";
+    return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+           "Connection: close\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  }();
+  return response;
+}
+
+constexpr std::chrono::seconds kLogEvery{10};
+
+}  // namespace
+
 void HttpServer::AcceptLoop() {
   while (!stopping_) {
     tcp::socket socket(io_);
     beast::error_code ec;
     acceptor_->accept(socket, ec);
+    const auto now = std::chrono::steady_clock::now();
     if (ec) {
       if (stopping_) return;
-      spdlog::warn("http: accept failed: {}", ec.message());
+      // Out of descriptors (EMFILE) repeats until connections close: one line per 10 s, with the count.
+      ++accept_errors_since_log_;
+      if (now - accept_error_logged_ >= kLogEvery) {
+        spdlog::warn("http: accept failed {} time(s) in the last {} s: {}", accept_errors_since_log_,
+                     kLogEvery.count(), ec.message());
+        accept_errors_since_log_ = 0;
+        accept_error_logged_ = now;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       continue;
     }
+    bool over = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      ++open_connections_;
-      open_fds_[socket.native_handle()] = false;
+      over = options_.max_connections > 0 && open_connections_ >= options_.max_connections;
+      if (!over) {
+        ++open_connections_;
+        open_fds_[socket.native_handle()] = false;
+      }
+    }
+    if (over) {
+      // Shed without a thread: a plain-text 503 where the listener is plain (a TLS client just sees the close).
+      if (!options_.tls) {
+        const std::string& r = OverCapacityResponse();
+        ::send(socket.native_handle(), r.data(), r.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      }
+      beast::error_code ignored;
+      socket.close(ignored);
+      ++shed_since_log_;
+      if (now - shed_logged_ >= kLogEvery) {
+        spdlog::warn("http: {} connection(s) refused in the last {} s: {} open (server.max_connections)",
+                     shed_since_log_, kLogEvery.count(), options_.max_connections);
+        shed_since_log_ = 0;
+        shed_logged_ = now;
+      }
+      continue;
     }
     std::thread([this, s = std::move(socket)]() mutable { Serve(std::move(s)); }).detach();
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
@@ -50,6 +51,9 @@ struct HttpServerOptions {
   int port = 8080;            // 0 = any free port (tests)
   uint64_t max_body_bytes = 4 << 20;
   int idle_timeout_ms = 60000;  // a connection waiting this long for the client's next bytes is closed
+  // Connections served at once (one thread each); one more is answered 503 and closed at once (TLS: closed).
+  // 0 = no limit.
+  int max_connections = 1024;
   std::shared_ptr<boost::asio::ssl::context> tls;  // set: every connection is TLS (MakeServerSslContext)
 };
 
@@ -82,6 +86,9 @@ class HttpServer {
   std::mutex mu_;
   std::condition_variable idle_;
   int open_connections_ = 0;
+  // Rate-limited logs of the accept loop (its thread only): shed connections and accept errors since the last line.
+  uint64_t shed_since_log_ = 0, accept_errors_since_log_ = 0;
+  std::chrono::steady_clock::time_point shed_logged_{}, accept_error_logged_{};
   std::unordered_map<int, bool> open_fds_;  // fd -> busy with a request; guarded by mu_
 };
 

@@ -56,3 +56,47 @@ def test_missing_tls_handshake_is_closed():
         assert seconds_until_closed(daemon.http_port) < IDLE_S + 3
     finally:
         assert daemon.stop() == 0, daemon.logs()
+
+
+def test_connections_over_the_cap_get_503_at_once():
+    """server.max_connections: idle connections up to the cap hold their slots; the next one is answered 503 and
+    closed without a thread; a slot freed is usable again; the refusals are logged once per 10 s, not each."""
+    cap = 4
+    d = Daemon(extra_args=["--max-connections", str(cap)])
+    held = []
+    try:
+        # The readiness probe's own connection has closed; give the server time to count it gone (loaded CI).
+        time.sleep(1.0)
+        for _ in range(cap):
+            held.append(socket.create_connection(("127.0.0.1", d.http_port), timeout=10))
+        time.sleep(1.0)  # the accept thread has taken them
+        for _ in range(20):
+            with socket.create_connection(("127.0.0.1", d.http_port), timeout=10) as s:
+                t0 = time.time()
+                reply = b""
+                while chunk := s.recv(4096):
+                    reply += chunk
+                assert reply.startswith(b"HTTP/1.1 503"), reply[:100]
+                assert b"server.max_connections" in reply
+                assert time.time() - t0 < 2
+        # The held connections still work: a request on one of them is served.
+        held[0].sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert held[0].recv(4096).startswith(b"HTTP/1.1 200")
+        # Free a slot: a new connection is served again.
+        held.pop().close()
+        deadline = time.time() + 5
+        status = None
+        while time.time() < deadline:
+            try:
+                status = http.get(d.url + "/health").status
+            except OSError:
+                status = None
+            if status == 200:
+                break
+            time.sleep(0.1)
+        assert status == 200
+        assert d.logs().count("connection(s) refused") == 1, d.logs()
+    finally:
+        for s in held:
+            s.close()
+        assert d.stop() == 0, d.logs()
