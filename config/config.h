@@ -33,6 +33,8 @@ struct ServerConfig {
   double drain_timeout_s = 30;  // SIGTERM: how long in-flight requests may finish
   double idle_timeout_s = 60;   // HTTP: longest wait for a client's next bytes before the connection is closed
   int max_connections = 1024;   // HTTP connections at once; more are answered 503 and closed; 0 = no limit
+  double read_timeout_s = 30;   // HTTP: a request (header and body) must arrive whole within this from its start
+  double send_timeout_s = 30;   // HTTP: a client that takes none of our bytes for this long is disconnected
   std::string model_id;         // the name clients use; empty = general.name of the GGUF, or its file name
   std::string chat_format = "auto";  // auto (from the GGUF's template) | chatml | llama3 | mistral
   bool chat_control_tokens = false;  // control-token text in chat message content becomes control tokens

@@ -66,6 +66,14 @@ std::vector<Option> BuildOptionTable(Config* c) {
       "Seconds an HTTP connection may wait for the client's next bytes (TLS handshake, next request, the rest "
       "of one) before it is closed",
       DoubleField(&c->server.idle_timeout_s, 60.0, 0.1, 3600.0));
+  Add(&t, "server.read_timeout_s", "read-timeout",
+      "Seconds a request (header and body) may take to arrive once it has started, however slowly it trickles; "
+      "past it the connection is closed",
+      DoubleField(&c->server.read_timeout_s, 30.0, 0.1, 3600.0));
+  Add(&t, "server.send_timeout_s", "send-timeout",
+      "Seconds a client may take none of the bytes the server sends (a stalled reader); past it the connection "
+      "is closed and its request aborted, its KV freed",
+      DoubleField(&c->server.send_timeout_s, 30.0, 0.1, 3600.0));
   Add(&t, "server.max_connections", "max-connections",
       "HTTP connections served at once (a thread each); one more is answered 503 and closed at once; 0 = no "
       "limit (each connection costs a thread and a descriptor)",

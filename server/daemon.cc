@@ -87,6 +87,8 @@ int RunDaemon(const config::Config& cfg) {
   ho.tls = tls_context;
   ho.idle_timeout_ms = static_cast<int>(cfg.server.idle_timeout_s * 1000);
   ho.max_connections = cfg.server.max_connections;
+  ho.read_timeout_ms = static_cast<int>(cfg.server.read_timeout_s * 1000);
+  ho.send_timeout_ms = static_cast<int>(cfg.server.send_timeout_s * 1000);
   HttpServer http(ho, [&](const HttpRequest& r, ResponseWriter& w) {
     if (Router* ready_router = router_ptr.load(std::memory_order_acquire)) return ready_router->Handle(r, w);
     const std::string_view target(r.target().data(), r.target().size());

@@ -11,6 +11,7 @@
 #include <boost/beast/core.hpp>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "server/http/timed_socket.h"
 
@@ -208,7 +209,7 @@ void HttpServer::Serve(tcp::socket socket) {
   const int fd = socket.native_handle();
   // Every wait for the peer's bytes (TLS handshake, next request on a kept-alive connection, the rest of a
   // request) ends the connection after idle_timeout_ms without one.
-  TimedSocket timed(socket, options_.idle_timeout_ms);
+  TimedSocket timed(socket, options_.idle_timeout_ms, options_.send_timeout_ms);
   if (options_.tls) {
     net::ssl::stream<TimedSocket&> tls(timed, *options_.tls);
     beast::error_code ec;
@@ -216,12 +217,12 @@ void HttpServer::Serve(tcp::socket socket) {
     if (ec) {
       spdlog::debug("http: TLS handshake failed: {}", ec.message());
     } else {
-      ServeRequests(tls, socket);
+      ServeRequests(tls, timed, socket);
       // Our close_notify, without waiting for the peer's (HTTP frames its own messages, so none is needed).
       ::SSL_shutdown(tls.native_handle());
     }
   } else {
-    ServeRequests(timed, socket);
+    ServeRequests(timed, timed, socket);
   }
   beast::error_code ignored;
   socket.shutdown(tcp::socket::shutdown_send, ignored);
@@ -233,7 +234,7 @@ void HttpServer::Serve(tcp::socket socket) {
 }
 
 template <class Stream>
-void HttpServer::ServeRequests(Stream& stream, tcp::socket& socket) {
+void HttpServer::ServeRequests(Stream& stream, TimedSocket& timed, tcp::socket& socket) {
   const int fd = socket.native_handle();
   beast::flat_buffer buffer;
   for (;;) {
@@ -241,12 +242,22 @@ void HttpServer::ServeRequests(Stream& stream, tcp::socket& socket) {
     parser.body_limit(options_.max_body_bytes);
     parser.header_limit(64 * 1024);
     beast::error_code ec;
+    // The next request may take the idle time to start; from its first byte (or bytes already buffered) it must
+    // arrive whole within read_timeout_ms, however it trickles.
+    timed.set_read_deadline(TimedSocket::Clock::time_point::max());
+    bool pending = buffer.size() > 0;
+    if constexpr (!std::is_same_v<Stream, TimedSocket>) pending = pending || ::SSL_pending(stream.native_handle()) > 0;
+    if (!pending) timed.WaitReadable(ec);
+    if (!ec) {
+      timed.set_read_deadline(TimedSocket::Clock::now() + std::chrono::milliseconds(options_.read_timeout_ms));
+    }
     // The header first: a request the header check refuses (no valid API key) is answered before its body is
     // read, and its connection closed.
-    http::read_header(stream, buffer, parser, ec);
+    if (!ec) http::read_header(stream, buffer, parser, ec);
     std::optional<HttpResponse> refused;
     if (!ec && header_check_) refused = header_check_(parser.get());
     if (!ec && !refused) http::read(stream, buffer, parser, ec);
+    timed.set_read_deadline(TimedSocket::Clock::time_point::max());
     if (refused || ec == http::error::body_limit) {
       SocketWriter<Stream> w(stream, socket, 11, false);
       w.Send(refused ? std::move(*refused)

@@ -4,9 +4,9 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -23,6 +23,8 @@ class context;
 }
 
 namespace tq::server {
+
+class TimedSocket;
 
 namespace http = boost::beast::http;
 using HttpRequest = http::request<http::string_body>;
@@ -51,6 +53,8 @@ struct HttpServerOptions {
   int port = 8080;            // 0 = any free port (tests)
   uint64_t max_body_bytes = 4 << 20;
   int idle_timeout_ms = 60000;  // a connection waiting this long for the client's next bytes is closed
+  int read_timeout_ms = 30000;  // a request (header and body) must arrive whole within this, from its first byte
+  int send_timeout_ms = 30000;  // a client that takes none of our bytes for this long is disconnected
   // Connections served at once (one thread each); one more is answered 503 and closed at once (TLS: closed).
   // 0 = no limit.
   int max_connections = 1024;
@@ -73,7 +77,7 @@ class HttpServer {
   void Serve(boost::asio::ip::tcp::socket socket);
   // Reads requests from `stream` (the socket, or TLS over it) until the connection ends.
   template <class Stream>
-  void ServeRequests(Stream& stream, boost::asio::ip::tcp::socket& socket);
+  void ServeRequests(Stream& stream, TimedSocket& timed, boost::asio::ip::tcp::socket& socket);
 
   HttpServerOptions options_;
   Handler handler_;

@@ -100,3 +100,39 @@ def test_connections_over_the_cap_get_503_at_once():
         for s in held:
             s.close()
         assert d.stop() == 0, d.logs()
+
+
+def test_a_trickling_request_is_cut_at_the_read_timeout():
+    """server.read_timeout_s: a request sent a byte at a time, each within the idle time, is cut once it has taken
+    longer than the read timeout; the idle timeout alone (60 s here) would never end it."""
+    d = Daemon(extra_args=["--read-timeout", "1"])
+    try:
+        request = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+        with socket.create_connection(("127.0.0.1", d.http_port), timeout=30) as s:
+            t0 = time.time()
+            closed_after = None
+            for byte in request:
+                try:
+                    s.sendall(bytes([byte]))
+                except OSError:  # reset by the server
+                    closed_after = time.time() - t0
+                    break
+                time.sleep(0.1)
+                s.setblocking(False)
+                try:
+                    data = s.recv(4096)
+                    if data == b"":
+                        closed_after = time.time() - t0
+                        break
+                except BlockingIOError:
+                    pass
+                except OSError:  # reset by the server
+                    closed_after = time.time() - t0
+                    break
+                finally:
+                    s.setblocking(True)
+            assert closed_after is not None, "the server kept reading the trickle"
+            assert 0.9 <= closed_after < 4, closed_after
+        assert http.get(d.url + "/health").status == 200
+    finally:
+        assert d.stop() == 0, d.logs()
