@@ -242,14 +242,17 @@ void HttpServer::ServeRequests(Stream& stream, TimedSocket& timed, tcp::socket& 
     parser.body_limit(options_.max_body_bytes);
     parser.header_limit(64 * 1024);
     beast::error_code ec;
-    // The next request may take the idle time to start; from its first byte (or bytes already buffered) it must
-    // arrive whole within read_timeout_ms, however it trickles.
-    timed.set_read_deadline(TimedSocket::Clock::time_point::max());
-    bool pending = buffer.size() > 0;
-    if constexpr (!std::is_same_v<Stream, TimedSocket>) pending = pending || ::SSL_pending(stream.native_handle()) > 0;
-    if (!pending) timed.WaitReadable(ec);
-    if (!ec) {
-      timed.set_read_deadline(TimedSocket::Clock::now() + std::chrono::milliseconds(options_.read_timeout_ms));
+    // The next request may take the idle time to start; from its first byte it must arrive whole within
+    // read_timeout_ms, however it trickles. Under TLS the first byte of a request cannot be told from the socket
+    // (records may already sit decrypted or buffered in the TLS layer), so there the bound is idle + read time.
+    const auto now = TimedSocket::Clock::now();
+    const auto read_time = std::chrono::milliseconds(options_.read_timeout_ms);
+    if constexpr (std::is_same_v<Stream, TimedSocket>) {
+      timed.set_read_deadline(TimedSocket::Clock::time_point::max());
+      if (buffer.size() == 0) timed.WaitReadable(ec);
+      if (!ec) timed.set_read_deadline(TimedSocket::Clock::now() + read_time);
+    } else {
+      timed.set_read_deadline(now + std::chrono::milliseconds(options_.idle_timeout_ms) + read_time);
     }
     // The header first: a request the header check refuses (no valid API key) is answered before its body is
     // read, and its connection closed.
