@@ -393,6 +393,16 @@ Status SequenceKv::AttachPrefix(std::span<const PrefixEntry* const> entries) {
   const size_t slots = static_cast<size_t>(n_layers_) * n_kv_heads_;
   for (const PrefixEntry* e : entries) {
     if (e->pages.size() != slots) return DataLossError("cached KV prefix: a page entry has the wrong number of heads");
+    // Attention reads PageBytes(k) + PageBytes(v) bytes of each page: a recovered page must hold exactly that.
+    for (const uint64_t id : e->pages) {
+      const PageInfo* info = store_->Info(id);
+      if (info == nullptr) return DataLossError("cached KV prefix: page " + std::to_string(id) + " is not stored");
+      const auto k_bytes = kernels::PageBytes(info->k, head_dim_);
+      const auto v_bytes = kernels::PageBytes(info->v, head_dim_);
+      if (!k_bytes.ok() || !v_bytes.ok() || store_->PageLength(id) != *k_bytes + *v_bytes) {
+        return DataLossError("cached KV prefix: page " + std::to_string(id) + " does not fit this model's head size");
+      }
+    }
   }
   if (entries[0]->transforms.size() != slots) {
     return DataLossError("cached KV prefix: the head transforms have the wrong number of heads");
@@ -413,8 +423,7 @@ Status SequenceKv::AttachPrefix(std::span<const PrefixEntry* const> entries) {
       const size_t slot = static_cast<size_t>(l) * n_kv_heads_ + h;
       for (const PrefixEntry* e : entries) {
         const uint64_t id = e->pages[slot];
-        const PageInfo* info = store_->Info(id);
-        if (info == nullptr) return InternalError("cached KV page " + std::to_string(id) + " is not in the store");
+        const PageInfo* info = store_->Info(id);  // checked above
         store_->Retain(id);
         hp.full.push_back({id, store_->RamBytes(id), info->k, info->v});
       }

@@ -92,8 +92,12 @@ StatusOr<PageRecord> DecodeRecord(std::span<const uint8_t> in, uint32_t* record_
   r.layer = Get<uint16_t>(in, 28);
   r.kv_head = Get<uint16_t>(in, 30);
   r.cls = static_cast<PrecisionClass>(cls);
-  r.k = static_cast<kernels::KvFormat>(Get<uint8_t>(in, 33));
-  r.v = static_cast<kernels::KvFormat>(Get<uint8_t>(in, 34));
+  // Format bytes come from disk: only ids of the format table become formats.
+  auto k = kernels::FormatFromId(Get<uint8_t>(in, 33));
+  auto v = kernels::FormatFromId(Get<uint8_t>(in, 34));
+  if (!k.ok() || !v.ok()) return DataLossError("KV page record: unknown K or V format id");
+  r.k = *k;
+  r.v = *v;
   const auto parts = Parts(r.transform);
   size_t at = kRecordHeaderBytes, total = 0;
   uint32_t counts[kTransformParts];

@@ -47,7 +47,7 @@ uint32_t RecordBytes(uint32_t floats, uint16_t version = kRecordVersion);
 uint32_t TransformFloats(const HeadTransform& t);
 // Writes the record into the first RecordBytes() bytes of `out`.
 void EncodeRecord(const PageRecord& record, std::span<uint8_t> out);
-// Parses a record; data_loss for a bad magic, version or length. *record_bytes gets its size.
+// Parses a record; data_loss for a bad magic, version, length, class or format id. *record_bytes gets its size.
 StatusOr<PageRecord> DecodeRecord(std::span<const uint8_t> in, uint32_t* record_bytes);
 
 }  // namespace tq::engine

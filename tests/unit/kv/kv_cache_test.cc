@@ -327,13 +327,26 @@ TEST(SequenceKvTest, AttachPrefixReusesPagesAndRefusesMalformedTransforms) {
     return s;
   };
   EXPECT_TRUE(attach(entry).ok());
-  for (int bad = 0; bad < 4; ++bad) {
+  // Pages that do not fit the head size (read back from disk, or another model's): a page a byte short, one of
+  // another format's size, and an id the store does not hold.
+  const PageInfo tq4_info{.k = kernels::KvFormat::kTq4, .v = kernels::KvFormat::kTq4};
+  const uint32_t length = (*store)->PageLength(entry.pages[0]);
+  auto short_page = (*store)->Store(PrecisionClass::kHot, std::vector<uint8_t>(length - 1), tq4_info);
+  ASSERT_TRUE(short_page.ok());
+  PageInfo f16_info = tq4_info;
+  f16_info.k = f16_info.v = kernels::KvFormat::kF16;
+  auto mislabelled = (*store)->Store(PrecisionClass::kHot, std::vector<uint8_t>(length), f16_info);
+  ASSERT_TRUE(mislabelled.ok());
+  for (int bad = 0; bad < 7; ++bad) {
     PrefixEntry e = entry;
     switch (bad) {
       case 0: e.transforms[1].k_mean.pop_back(); break;                   // a channel short
       case 1: e.transforms[2].v_sink.push_back(0.0f); break;              // a channel long
       case 2: e.transforms.pop_back(); break;                             // a head short
       case 3: e.pages.push_back(e.pages.back()); break;                    // a head too many
+      case 4: e.pages[1] = *short_page; break;                             // a page a byte short
+      case 5: e.pages[1] = *mislabelled; break;                            // f16 formats on tq4 bytes
+      case 6: e.pages[1] = 999999; break;                                  // not in the store
     }
     const Status s = attach(e);
     EXPECT_EQ(s.code(), StatusCode::kDataLoss) << bad << ": " << s.ToString();
@@ -343,6 +356,8 @@ TEST(SequenceKvTest, AttachPrefixReusesPagesAndRefusesMalformedTransforms) {
   offsets_alone.transforms[0].k_scale.clear();
   EXPECT_EQ(attach(offsets_alone).code(), StatusCode::kDataLoss);
   // Every attached sequence let its references go and a refused prefix took none: the pages go with the source.
+  (*store)->Release(*short_page);
+  (*store)->Release(*mislabelled);
   source_kv.reset();
   EXPECT_EQ(stored_pages(), 0u);
 }

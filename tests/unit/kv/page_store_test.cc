@@ -412,6 +412,15 @@ TEST(PageRecordTest, Version4PadsTo64AndVersion3IsStillRead) {
   std::vector<uint8_t> old_version = out;
   old_version[4] = 2;
   EXPECT_EQ(DecodeRecord(old_version, &bytes).status().code(), StatusCode::kDataLoss);
+  // Format and class bytes from disk are checked, never cast: an id outside the format table is data loss.
+  for (const size_t at : {33, 34}) {
+    std::vector<uint8_t> bad_format = out;
+    bad_format[at] = 200;
+    EXPECT_EQ(DecodeRecord(bad_format, &bytes).status().code(), StatusCode::kDataLoss) << at;
+  }
+  std::vector<uint8_t> bad_class = out;
+  bad_class[32] = 3;
+  EXPECT_EQ(DecodeRecord(bad_class, &bytes).status().code(), StatusCode::kDataLoss);
 }
 
 TEST(PageStoreRamOnlyTest, WithoutAColdDirSparsePagesLiveInTheWarmTier) {
