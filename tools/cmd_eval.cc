@@ -133,6 +133,10 @@ int RunNiah(const NiahArgs& a) {
   o.trials = a.trials;
   o.seed = a.seed;
   o.kv = a.model.kv;
+  ProgressLine line("niah: needle");
+  o.progress = [&line](int done, int total, int found) {
+    line.Update(done, total, "found " + std::to_string(found));
+  };
   auto r = engine::NeedleInAHaystack(*model, *in->tokenizer, *chat, in->text, o, pool);
   if (!r.ok()) {
     std::fprintf(stderr, "tqserve eval niah: %s\n", r.status().ToString().c_str());

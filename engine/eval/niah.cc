@@ -46,6 +46,7 @@ StatusOr<NiahResult> NeedleInAHaystack(const Model& model, const Tokenizer& tok,
   std::mt19937_64 rng(o.seed);
   NiahResult result;
   int found_total = 0, trials_total = 0;
+  const int trials_all = static_cast<int>(o.lengths.size() * o.depths.size()) * o.trials;
   const auto t0 = std::chrono::steady_clock::now();
   for (int length : o.lengths) {
     for (double depth : o.depths) {
@@ -79,6 +80,7 @@ StatusOr<NiahResult> NeedleInAHaystack(const Model& model, const Tokenizer& tok,
         cell.last_answer = answer;
         ++cell.trials;
         if (answer.find(secret) != std::string::npos) ++cell.found;
+        if (o.progress) o.progress(trials_total + cell.trials, trials_all, found_total + cell.found);
       }
       found_total += cell.found;
       trials_total += cell.trials;

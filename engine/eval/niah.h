@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,8 @@ struct NiahOptions {
   int trials = 3;                                   // needles per cell, each with its own random number
   uint64_t seed = 1;
   KvSpec kv;
+  // Called after every trial: trials done, trials in all, needles found so far. May be empty.
+  std::function<void(int, int, int)> progress;
 };
 
 struct NiahCell {

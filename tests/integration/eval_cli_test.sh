@@ -23,6 +23,10 @@ expect_rc 0 "eval ppl on a terminal" -- script -qec "'$bin' eval ppl -m '$model'
   /dev/null
 expect_out "ppl: chunk 2/2 (100%)" "a terminal shows the chunks done"
 expect_out "ETA" "and the time left"
+expect_rc 0 "eval niah on a terminal" -- script -qec "'$bin' eval niah -m '$model' -f '$text' --lengths 256 \
+  --depths 0.5 --trials 2 -t 2" /dev/null
+expect_out "niah: needle 2/2 (100%)" "eval niah shows the needles done"
+expect_out "found " "and the needles found so far"
 
 expect_rc 0 "eval kld tq4 vs f16" -- "$bin" eval kld -m "$model" -f "$text" --ctx 256 --chunks 1 -t 2 \
   --kv-k tq4 --kv-v tq4 --json
