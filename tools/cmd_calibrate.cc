@@ -44,14 +44,15 @@ int Run(const CalibrateArgs& a) {
   o.format = a.sparse_format;
   o.baseline_format = a.baseline_format == "none" ? "" : a.baseline_format;
   engine::ThreadPool pool(a.model.threads);
-  ProgressLine line("calibrate: head");
+  ProgressLine line(o.method == engine::CalibrationMethod::kSensitivity ? "calibrate: head" : "calibrate: chunk");
   const auto progress = [&line](const engine::SensitivityStep& s) {
     char detail[96];
     std::snprintf(detail, sizeof detail, "layer %d, KV head %d, KLD %.5f - %.5f", s.layer, s.kv_head, s.kld,
                   s.baseline);
     line.Update(s.done, s.total, detail);
   };
-  auto profile = engine::Calibrate(*in->model, *in->tokenizer, in->text, o, pool, progress);
+  const auto chunk_progress = [&line](int done, int total) { line.Update(done, total); };
+  auto profile = engine::Calibrate(*in->model, *in->tokenizer, in->text, o, pool, progress, chunk_progress);
   if (!profile.ok()) {
     std::fprintf(stderr, "tqserve calibrate: %s\n", profile.status().ToString().c_str());
     return kExitFailure;

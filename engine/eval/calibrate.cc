@@ -58,7 +58,7 @@ std::vector<BatchToken> ChunkBatch(const Tokenizer& tok, const Chunks& c, int i,
 
 StatusOr<HeadProfile> CalibrateConcentration(const Model& model, const Tokenizer& tok,
                                              const std::string& text, const CalibrateOptions& o,
-                                             ThreadPool& pool) {
+                                             ThreadPool& pool, const ChunkProgress& progress) {
   const HParams& hp = model.hparams();
   TQ_ASSIGN_OR_RETURN(Chunks chunks, PrepareChunks(model, tok, text, o));
   ConcentrationStats stats(hp.n_layers, hp.n_kv_heads);
@@ -68,6 +68,7 @@ StatusOr<HeadProfile> CalibrateConcentration(const Model& model, const Tokenizer
     kv.set_concentration_stats(&stats);
     const std::vector<BatchToken> batch = ChunkBatch(tok, chunks, c, o.ctx, &kv, false);
     TQ_RETURN_IF_ERROR(model.Forward(batch, pool, &logits));
+    if (progress) progress(c + 1, chunks.count);
   }
   return stats.ToProfile(hp.name);
 }
@@ -228,11 +229,11 @@ double MeanKld(const float* ref, const float* test, int rows, int vocab, ThreadP
 
 StatusOr<HeadProfile> Calibrate(const Model& model, const Tokenizer& tok, const std::string& text,
                                 const CalibrateOptions& o, ThreadPool& pool,
-                                const SensitivityProgress& progress) {
+                                const SensitivityProgress& progress, const ChunkProgress& chunk_progress) {
   if (o.method == CalibrationMethod::kSensitivity) {
     return CalibrateSensitivity(model, tok, text, o, pool, progress);
   }
-  return CalibrateConcentration(model, tok, text, o, pool);
+  return CalibrateConcentration(model, tok, text, o, pool, chunk_progress);
 }
 
 }  // namespace tq::engine

@@ -55,10 +55,13 @@ struct SensitivityStep {
   double seconds = 0;   // since the start, reference passes included
 };
 using SensitivityProgress = std::function<void(const SensitivityStep&)>;
+// Concentration progress: chunks done (one pass each), chunks in all.
+using ChunkProgress = std::function<void(int, int)>;
 
 StatusOr<HeadProfile> Calibrate(const Model& model, const Tokenizer& tokenizer, const std::string& text,
                                 const CalibrateOptions& options, ThreadPool& pool,
-                                const SensitivityProgress& progress = nullptr);
+                                const SensitivityProgress& progress = nullptr,
+                                const ChunkProgress& chunk_progress = nullptr);
 
 // The pieces of the sensitivity method, exposed for tests.
 //

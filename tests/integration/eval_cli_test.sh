@@ -27,6 +27,9 @@ expect_rc 0 "eval niah on a terminal" -- script -qec "'$bin' eval niah -m '$mode
   --depths 0.5 --trials 2 -t 2" /dev/null
 expect_out "niah: needle 2/2 (100%)" "eval niah shows the needles done"
 expect_out "found " "and the needles found so far"
+expect_rc 0 "calibrate on a terminal" -- script -qec "'$bin' calibrate -m '$model' -f '$text' --ctx 128 --chunks 2 \
+  -t 2 -o '$tmp/progress-profile.json'" /dev/null
+expect_out "calibrate: chunk 2/2 (100%)" "calibrate (concentration) shows the chunks done"
 
 expect_rc 0 "eval kld tq4 vs f16" -- "$bin" eval kld -m "$model" -f "$text" --ctx 256 --chunks 1 -t 2 \
   --kv-k tq4 --kv-v tq4 --json
