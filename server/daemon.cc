@@ -66,7 +66,7 @@ int RunDaemon(const config::Config& cfg) {
     spdlog::error("{}", api_keys.status().ToString());
     return 1;
   }
-  const ApiKeys* keys = (*api_keys)->required() || !cfg.server.api_key_file.empty() ? api_keys->get() : nullptr;
+  const ApiKeys* keys = (*api_keys)->required() ? api_keys->get() : nullptr;  // a key file holds at least one
   auto model_path = ResolveModelPath(cfg);
   if (!model_path.ok()) {
     spdlog::error("{}", model_path.status().ToString());

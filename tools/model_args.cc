@@ -43,8 +43,6 @@ bool Wanted(std::string_view name, ModelFlags which) {
 
 void AddModelFlags(CLI::App* app, ModelArgs* args, ModelFlags which,
                    std::vector<std::pair<std::string, std::string>> defaults) {
-  // The table of a Loader built once for names and help; each parse loads into a fresh one.
-  static const config::Loader table;
   struct Bound {
     std::vector<std::string> values;     // one slot per bound row
     std::vector<CLI::Option*> options;
@@ -54,19 +52,18 @@ void AddModelFlags(CLI::App* app, ModelArgs* args, ModelFlags which,
   auto bound = std::make_shared<Bound>();
   bound->defaults = kToolDefaults;
   bound->defaults.insert(bound->defaults.end(), defaults.begin(), defaults.end());
-  // Help shows the default this tool uses.
+  // The table's rows with this tool's defaults: names, help and the defaults shown; each parse loads afresh.
   config::Loader shown;
   if (Status s = shown.Load({.defaults = bound->defaults}); !s.ok()) {
     throw std::logic_error("tool defaults: " + s.message());
   }
-  bound->values.reserve(table.options().size());  // CLI11 keeps pointers to the strings: no reallocation
-  for (size_t row = 0; row < table.options().size(); ++row) {
-    const config::Option& o = table.options()[row];
+  bound->values.reserve(shown.options().size());  // CLI11 keeps pointers to the strings: no reallocation
+  for (const config::Option& o : shown.options()) {
     if (!Wanted(o.name, which)) continue;
     std::string names = "--" + o.flag;
     if (o.flag == "model") names += ",-m";
     if (o.flag == "threads") names += ",-t";
-    std::string value_now = shown.options()[row].field->Get();
+    std::string value_now = o.field->Get();
     if (value_now.empty()) value_now = "\"\"";
     const std::string help =
         o.help + " [" + o.name + ", env " + o.env + ", default " + value_now + "; " + o.field->Allowed() + "]";

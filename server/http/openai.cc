@@ -254,12 +254,8 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
   }
   r.logprobs = job.logprobs;
   r.top_logprobs = job.top_logprobs;
-  // The server's limits (prompt length, max_tokens, stop strings), as for every front end.
-  if (auto e = CheckLimits(ctx.limits, ctx.ctx_size, ctx.vocab_size, r)) {
-    error->status = e->status;
-    error->param = e->field == "prompt" && chat ? "messages" : e->field;
-    return std::nullopt;
-  }
+  // The server's limits (prompt length, max_tokens, stop strings) are checked by the admission path,
+  // Generation::Run, for every front end alike.
   return job;
 }
 

@@ -251,12 +251,20 @@ class HttpStream final : public GenerationStream {
       : job_(job), engine_(engine), w_(w), id_(std::move(id)), created_(created), model_(model),
         texts_(job.n), tokens_(job.n), started_(job.n, false) {}
 
-  // Streams open with the SSE headers before the first event; false when the client has gone already.
-  bool Start() { return !job_.stream || w_.StartStream(); }
+  // A stream's SSE headers go out at its first event or poll, so an admission error is still a plain HTTP error.
+  // False once the client has gone.
+  bool Begin() {
+    if (!begun_) {
+      begun_ = true;
+      gone_ = job_.stream && !w_.StartStream();
+    }
+    return !gone_;
+  }
 
-  bool ClientGone() override { return w_.ClientGone(); }
+  bool ClientGone() override { return !Begin() || w_.ClientGone(); }
 
   bool OnEvent(int c, const engine::GenerateEvent& ev, bool timed_out) override {
+    if (!Begin()) return false;
     if (!job_.stream) {
       texts_[c] += ev.text;
       if (job_.logprobs) tokens_[c].insert(tokens_[c].end(), ev.tokens.begin(), ev.tokens.end());
@@ -282,6 +290,7 @@ class HttpStream final : public GenerationStream {
   std::vector<std::string> texts_;                          // [n], non-streaming
   std::vector<std::vector<engine::GeneratedToken>> tokens_;  // [n], non-streaming with logprobs
   std::vector<bool> started_;                               // [n], streaming: the first chunk went out
+  bool begun_ = false, gone_ = false;                       // Begin() ran; the client had gone by then
 };
 
 }  // namespace
@@ -318,25 +327,8 @@ void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat) {
     choices.push_back(std::move(r));
   }
   HttpStream stream(*job, *engine_, w, id, created, model);
-  // The SSE headers go out only once the request is admitted, so an admission error is a plain HTTP error.
-  struct StartOnFirstPoll final : GenerationStream {
-    HttpStream& inner;
-    bool started = false, gone = false;
-    explicit StartOnFirstPoll(HttpStream& s) : inner(s) {}
-    bool Begin() {
-      if (!started) {
-        started = true;
-        gone = !inner.Start();
-      }
-      return !gone;
-    }
-    bool ClientGone() override { return !Begin() || inner.ClientGone(); }
-    bool OnEvent(int c, const engine::GenerateEvent& ev, bool timed_out) override {
-      return Begin() && inner.OnEvent(c, ev, timed_out);
-    }
-  } lazy(stream);
   std::string field;
-  auto run = generation_->Run(endpoint, std::move(choices), deadline, lazy, &field);
+  auto run = generation_->Run(endpoint, std::move(choices), deadline, stream, &field);
   if (!run.ok()) {
     w.Send(StatusResponse(run.status(), field == "prompt" && chat ? "messages" : field));
     return;
@@ -344,7 +336,7 @@ void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat) {
   const GenerationResult& result = *run;
   if (result.outcome == Outcome::kAborted) return;  // nobody to answer
   if (job->stream) {
-    if (!lazy.Begin()) return;
+    if (!stream.Begin()) return;
     if (job->include_usage) {
       engine::Usage usage;
       for (const auto& f : result.finals) {

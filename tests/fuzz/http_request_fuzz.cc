@@ -5,8 +5,8 @@
 //   2, 3: the payload is raw bytes off the socket for Beast's request parser with the server's limits, and a
 //   complete request's body then goes through path 0 or 1 by its target.
 // Checks: no exception escapes (the server does not catch them), a parsed body never exceeds the body limit, and
-// an accepted job is one the engine may take (prompt non-empty, within the limit, ids in the vocabulary, n and
-// max_tokens in range). Any failure aborts.
+// a job that parsing and the admission path's limits (CheckLimits) accept is one the engine may take (prompt
+// non-empty, within the limit, ids in the vocabulary, n and max_tokens in range). Any failure aborts.
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http.hpp>
@@ -95,6 +95,8 @@ void DecodeBody(std::string_view body, bool chat) {
     Check(!error.status.ok(), "a rejected request carries no error status");
     return;
   }
+  // What the admission path (Generation::Run) checks next, with the same function.
+  if (tq::server::CheckLimits(api.limits, api.ctx_size, api.vocab_size, job->request)) return;
   const auto& prompt = job->request.prompt;
   Check(!prompt.empty(), "empty prompt accepted");
   Check(static_cast<int>(prompt.size()) <= api.limits.max_prompt_tokens, "prompt over the limit accepted");
