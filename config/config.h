@@ -43,6 +43,7 @@ struct ServerConfig {
   std::string tls_cert_file;    // PEM certificate chain; with tls_key_file: both front ends serve TLS only
   std::string tls_key_file;     // PEM private key of that certificate; both set or neither
   bool web_ui = true;           // GET / serves the built-in page (chat and the KV cache map)
+  bool ignore_unknown_fields = false;  // request fields the API does not know are ignored instead of a 400
 };
 
 struct LimitsConfig {
@@ -52,6 +53,9 @@ struct LimitsConfig {
   int default_max_tokens = 256;      // when a request does not say
   int max_concurrent_requests = 0;   // generation requests at once; 0 = unlimited
   double request_timeout_s = 0;      // seconds from arrival until a generation is aborted; 0 = no limit
+  int64_t max_schema_bytes = 64 << 10;  // structured output: longest JSON schema, regex or grammar text
+  int max_schema_depth = 32;            // structured output: deepest nesting of a JSON schema
+  int max_logit_bias = 300;             // entries of logit_bias per request
 };
 
 struct KvConfig {

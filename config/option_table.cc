@@ -106,6 +106,10 @@ std::vector<Option> BuildOptionTable(Config* c) {
       "Serve the built-in page at / (a chat, and the KV cache's classes and tiers per head from /kv/state; the "
       "data needs the API key when keys are set)",
       BoolField(&c->server.web_ui, true));
+  Add(&t, "server.ignore_unknown_fields", "ignore-unknown-fields",
+      "Accept and ignore request fields the API does not know (for lenient clients); off = a 400 naming the field. "
+      "Known fields this server does not support are refused either way",
+      BoolField(&c->server.ignore_unknown_fields, false));
 
   // Limits on what one request may ask for.
   Add(&t, "limits.max_body_bytes", "max-body-bytes", "Largest HTTP request body; larger bodies get 413",
@@ -123,6 +127,14 @@ std::vector<Option> BuildOptionTable(Config* c) {
       "Seconds a generation request may take from arrival (queue included); past it the request is aborted "
       "(HTTP 504 or finish_reason timeout, gRPC DEADLINE_EXCEEDED); 0 = no limit",
       DoubleField(&c->limits.request_timeout_s, 0.0, 0.0, 86400.0));
+  Add(&t, "limits.max_schema_bytes", "max-schema-bytes",
+      "Structured output: longest JSON schema, regular expression or grammar a request may send; longer is a 400",
+      BytesField(&c->limits.max_schema_bytes, 64 << 10, 64, int64_t{16} << 20));
+  Add(&t, "limits.max_schema_depth", "max-schema-depth",
+      "Structured output: deepest nesting of subschemas in a JSON schema; deeper is a 400",
+      IntField(&c->limits.max_schema_depth, 32, 1, 1024));
+  Add(&t, "limits.max_logit_bias", "max-logit-bias", "Entries a request's logit_bias may have; more is a 400",
+      IntField(&c->limits.max_logit_bias, 300, 0, 1 << 20));
 
   // KV cache.
   const std::vector<std::string> formats = {"auto", "f32", "f16", "int8", "tq2", "tq3", "tq4", "tq8",

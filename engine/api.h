@@ -108,6 +108,10 @@ class EngineApi {
   // unknown role.
   virtual StatusOr<std::vector<int32_t>> ChatPrompt(const std::vector<ChatMessage>& messages) const = 0;
 
+  // Compiles a structured-output constraint for GenerateRequest::constraint (cached: a spec seen before returns
+  // at once). invalid_argument naming the problem for a malformed spec or an unsupported JSON-schema keyword.
+  virtual StatusOr<std::shared_ptr<const CompiledConstraint>> CompileConstraint(const ConstraintSpec& spec) const = 0;
+
   // Queues a request. Errors (nothing is queued): invalid_argument (empty prompt, prompt longer than the
   // context, bad sampling parameters, duplicate id), unavailable (draining), resource_exhausted (queue full).
   // On success the sink receives events until one with `final`.

@@ -131,6 +131,10 @@ int RunDaemon(const config::Config& cfg) {
   api.limits.default_max_tokens = cfg.limits.default_max_tokens;
   api.limits.max_concurrent_requests = cfg.limits.max_concurrent_requests;
   api.limits.request_timeout_s = cfg.limits.request_timeout_s;
+  api.limits.max_schema_bytes = cfg.limits.max_schema_bytes;
+  api.limits.max_schema_depth = cfg.limits.max_schema_depth;
+  api.limits.max_logit_bias = cfg.limits.max_logit_bias;
+  api.ignore_unknown_fields = cfg.server.ignore_unknown_fields;
 
   // KV capacity: the budgets of the tiers the engine placed pages in.
   uint64_t kv_capacity = 0;

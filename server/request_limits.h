@@ -20,6 +20,9 @@ struct RequestLimits {
   int max_stop_tokens = 16;          // stop token ids per request
   int max_concurrent_requests = 0;   // generation requests at once, both front ends; 0 = unlimited
   double request_timeout_s = 0;      // from arrival until the request is aborted; 0 = none
+  int64_t max_schema_bytes = 64 << 10;  // structured output: JSON schema, regex or grammar text
+  int max_schema_depth = 32;            // structured output: nesting of a JSON schema
+  int max_logit_bias = 300;             // logit_bias entries
 };
 
 // A request the limits refuse: invalid_argument, and the request field at fault ("prompt", "max_tokens", "stop",

@@ -34,6 +34,10 @@ Status ValidateSamplingParams(const SamplingParams& p) {
   TQ_RETURN_IF_ERROR(Range("frequency_penalty", p.frequency_penalty, -2, 2));
   TQ_RETURN_IF_ERROR(Range("presence_penalty", p.presence_penalty, -2, 2));
   TQ_RETURN_IF_ERROR(Range("penalty_window", p.penalty_window, 0, 1e9));
+  for (const auto& [token, bias] : p.logit_bias) {
+    if (token < 0) return InvalidArgumentError("logit_bias: token id " + std::to_string(token) + " is negative");
+    TQ_RETURN_IF_ERROR(Range("logit_bias", bias, -100, 100));
+  }
   return Status::Ok();
 }
 
@@ -41,6 +45,9 @@ Sampler::Sampler(const SamplingParams& params)
     : p_(params), rng_(params.has_seed ? params.seed : std::random_device{}()) {}
 
 void Sampler::ApplyPenalties(std::span<float> logits, std::span<const int32_t> history) const {
+  for (const auto& [token, bias] : p_.logit_bias) {
+    if (token >= 0 && static_cast<size_t>(token) < logits.size()) logits[token] += bias;
+  }
   if (p_.repetition_penalty == 1.0f && p_.frequency_penalty == 0.0f && p_.presence_penalty == 0.0f) return;
   const size_t n = std::min(history.size(), static_cast<size_t>(p_.penalty_window));
   std::unordered_map<int32_t, int> counts;

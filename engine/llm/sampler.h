@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -21,6 +22,9 @@ struct SamplingParams {
   int penalty_window = 64;          // >= 0: how many of the latest tokens the penalties look at
   uint64_t seed = 0;
   bool has_seed = false;            // false: seeded from std::random_device
+  // Added to the logits of these token ids before the penalties ([-100, 100] each; -100 all but bans a token,
+  // +100 all but forces it). Ids outside the logits are skipped (the front end refuses them).
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 // invalid_argument naming the first field out of its range.

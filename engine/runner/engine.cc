@@ -67,13 +67,15 @@ std::string_view FinishReasonName(FinishReason reason) {
 }
 
 struct Engine::Sequence {
-  Sequence(GenerateRequest r, EventSink s, std::shared_ptr<const KvLayout> layout, int ctx, KvPageStore* store)
+  Sequence(GenerateRequest r, EventSink s, std::shared_ptr<const KvLayout> layout, int ctx, KvPageStore* store,
+           int vocab_size)
       : req(std::move(r)),
         sink(std::move(s)),
         kv(std::move(layout), ctx, store),
         sampler(req.sampling),
         text(req.stop) {
     kv.set_owner(req.id);
+    if (req.constraint) matcher.emplace(req.constraint, vocab_size);
   }
 
   // Tokens whose KV a prefill computes: the prompt, or, after a preemption or a fault, every token but the last
@@ -91,6 +93,7 @@ struct Engine::Sequence {
   SequenceKv kv;                        // CPU pages (empty on the GPU path)
   std::unique_ptr<gpu::BackendKv> gpu;  // GPU path: made at the sequence's first forward pass
   Sampler sampler;
+  std::optional<TokenMatcher> matcher;  // structured output: masks the logits, ends the output when complete
   TextStream text;
   std::vector<int32_t> tokens;  // prompt, then generated tokens
   int n_prompt = 0;
@@ -110,6 +113,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   TQ_ASSIGN_OR_RETURN(e->model_, Model::Open(options.model_path));
   TQ_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::FromGguf(e->model_->gguf()));
   TQ_RETURN_IF_ERROR(e->SetUpChat());
+  TQ_ASSIGN_OR_RETURN(e->constraints_, ConstraintCompiler::Create(*e->tokenizer_, e->model_->hparams().vocab_size));
   const int trained = e->model_->hparams().n_ctx_train;
   e->ctx_size_ = options.ctx_size > 0 ? options.ctx_size : trained;
   if (e->ctx_size_ > trained) {
@@ -210,7 +214,8 @@ Status Engine::Submit(GenerateRequest request, EventSink sink) {
   if (request.top_logprobs < 0 || request.top_logprobs > 20) {
     return InvalidArgumentError("top_logprobs must be in [0, 20]");
   }
-  auto seq = std::make_unique<Sequence>(std::move(request), std::move(sink), kv_layout(), ctx_size_, store_.get());
+  auto seq = std::make_unique<Sequence>(std::move(request), std::move(sink), kv_layout(), ctx_size_, store_.get(),
+                                        model_->hparams().vocab_size);
   seq->kv.set_activity(activity_.get());
   seq->tokens = seq->req.prompt;
   seq->n_prompt = static_cast<int>(seq->tokens.size());
@@ -646,25 +651,35 @@ bool Engine::Step() {
     GeneratedToken out;
     GenerateEvent ev;
     if (seq.req.logprobs || seq.req.top_logprobs > 0) {
-      // Log-probabilities of the model's distribution, before penalties and temperature.
+      // Log-probabilities of the model's distribution, before the constraint, penalties and temperature.
       std::vector<float> raw(l.begin(), l.end());
+      if (seq.matcher) seq.matcher->Mask(l);
       out.id = seq.sampler.Sample(l, seq.tokens);
       out.logprob = LogprobOf(raw, out.id).logprob;
       out.top = TopLogprobs(raw, seq.req.top_logprobs);
     } else {
+      if (seq.matcher) seq.matcher->Mask(l);
       out.id = seq.sampler.Sample(l, seq.tokens);
+    }
+    if (seq.matcher && !seq.matcher->Accept(out.id)) {
+      // The mask allowed only accepted tokens: a refusal is a bug in the mask engine, not the request's fault.
+      Finish(seq, FinishReason::kError,
+             InternalError("structured output: token " + std::to_string(out.id) + " was sampled but not accepted"));
+      continue;
     }
     ++generated;
     if (seq.first_token == Clock::time_point{}) seq.first_token = Clock::now();
     seq.tokens.push_back(out.id);
-    const bool eog = !seq.req.ignore_eos && tokenizer_->IsEndOfGeneration(out.id);
+    // A constraint allows end-of-generation only where the output is complete, so it ends the output even with
+    // ignore_eos.
+    const bool eog = (!seq.req.ignore_eos || seq.matcher) && tokenizer_->IsEndOfGeneration(out.id);
     const bool stop_token =
         std::find(seq.req.stop_tokens.begin(), seq.req.stop_tokens.end(), out.id) != seq.req.stop_tokens.end();
     if (!eog && !stop_token) ev.text = seq.text.Push(tokenizer_->TokenToPiece(out.id));
     ev.tokens.push_back(std::move(out));
     const int n_gen = static_cast<int>(seq.tokens.size()) - seq.n_prompt;
     FinishReason reason = FinishReason::kNone;
-    if (eog || stop_token || seq.text.stopped()) {
+    if (eog || stop_token || seq.text.stopped() || (seq.matcher && seq.matcher->terminated())) {
       reason = FinishReason::kStop;
     } else if ((seq.req.max_tokens > 0 && n_gen >= seq.req.max_tokens) ||
                static_cast<int>(seq.tokens.size()) >= ctx_size_) {

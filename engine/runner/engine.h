@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "engine/api.h"
 #include "engine/gpu/backend.h"
+#include "engine/grammar/grammar.h"
 #include "engine/llm/model.h"
 #include "engine/runner/chat_template.h"
 #include "engine/runner/request.h"
@@ -38,6 +39,7 @@ class Engine final : public EngineApi {
   StatusOr<std::string> Detokenize(std::span<const int32_t> ids) const override;
   std::string TokenText(int32_t id) const override;
   StatusOr<std::vector<int32_t>> ChatPrompt(const std::vector<ChatMessage>& messages) const override;
+  StatusOr<std::shared_ptr<const CompiledConstraint>> CompileConstraint(const ConstraintSpec& spec) const override;
   Status Submit(GenerateRequest request, EventSink sink) override;
   bool Abort(const std::string& id) override;
   void StopAdmitting() override;
@@ -97,6 +99,7 @@ class Engine final : public EngineApi {
   EngineOptions options_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ConstraintCompiler> constraints_;  // structured output; internally synchronized
   std::unique_ptr<ThreadPool> pool_;
   std::shared_ptr<const KvLayout> kv_layout_;  // replaced under mu_ by Adapt (engine thread)
   std::unique_ptr<KvPageStore> store_;  // declared before the sequences, which return their pages to it

@@ -103,6 +103,10 @@ std::vector<KvEventRecord> Engine::KvEventsSince(uint64_t after, size_t max, int
   return out;
 }
 
+StatusOr<std::shared_ptr<const CompiledConstraint>> Engine::CompileConstraint(const ConstraintSpec& spec) const {
+  return constraints_->Compile(spec);
+}
+
 uint64_t Engine::LastKvEvent() const { return store_->last_event(); }
 
 }  // namespace tq::engine

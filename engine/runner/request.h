@@ -3,10 +3,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "engine/grammar/constraint.h"
 #include "engine/llm/sampler.h"
 
 namespace tq::engine {
@@ -33,6 +35,9 @@ struct GenerateRequest {
   bool logprobs = false;
   int top_logprobs = 0;             // [0, 20]
   int priority = 0;                 // higher is admitted first; FCFS among equals
+  // Structured output (EngineApi::CompileConstraint): every generated token keeps the output a valid prefix of
+  // the constraint's language, and the output ends (kStop) when it is complete. Null = free text.
+  std::shared_ptr<const CompiledConstraint> constraint;
 };
 
 struct GeneratedToken {

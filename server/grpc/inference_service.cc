@@ -7,6 +7,7 @@
 #include <random>
 
 #include "common/build_info.h"
+#include "server/request_options.h"
 
 namespace tq::server {
 namespace {
@@ -192,6 +193,19 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
   r.logprobs = sp.logprobs();
   r.top_logprobs = sp.top_logprobs();
   r.priority = in->priority();
+  if (!sp.logit_bias().empty()) {
+    std::vector<std::pair<int64_t, double>> bias(sp.logit_bias().begin(), sp.logit_bias().end());
+    if (auto st = ApplyLogitBias(bias, generation_->limits(), api_.vocab_size, &r); !st.ok()) return ToGrpc(st);
+  }
+  if (sp.has_response_format()) {
+    static constexpr const char* kTypes[] = {"text", "json_object", "json_schema", "regex", "grammar"};
+    const auto& rf = sp.response_format();
+    if (rf.type() < 0 || rf.type() > v1::ResponseFormat::TYPE_GRAMMAR) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "response_format.type is not a known type");
+    }
+    ResponseFormat format{.type = kTypes[rf.type()], .source = rf.source(), .strict = rf.strict()};
+    if (auto st = ApplyResponseFormat(format, generation_->limits(), *engine_, &r); !st.ok()) return ToGrpc(st);
+  }
 
   const std::string id = r.id;
   std::vector<engine::GenerateRequest> choices;

@@ -1,12 +1,13 @@
 #include "server/http/openai.h"
 
 #include <cmath>
+#include <set>
 
 
 namespace tq::server {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // Reads optional field `name` of `body`. Returns false (and fills error) on a wrong type or range.
 class Fields {
@@ -84,6 +85,152 @@ bool ParseStop(const json& body, std::vector<std::string>* stop, ParseError* err
   return true;
 }
 
+// Fields each endpoint takes. Anything else is a 400 naming it (unless the server ignores unknown fields), and the
+// OpenAI fields this server does not implement are refused whatever the setting, unless absent or empty.
+const std::set<std::string, std::less<>> kCommonFields = {
+    "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+    "repetition_penalty", "max_tokens", "n", "seed", "stream", "stream_options", "ignore_eos", "stop", "logprobs",
+    "response_format", "logit_bias", "user"};
+const std::set<std::string, std::less<>> kChatFields = {"messages", "max_completion_tokens", "top_logprobs"};
+const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "suffix", "best_of"};
+const std::set<std::string, std::less<>> kUnsupportedFields = {
+    "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "store", "metadata",
+    "service_tier", "modalities", "audio", "prediction", "reasoning_effort", "web_search_options", "cache_salt"};
+
+bool IsEmpty(const json& v) {
+  return v.is_null() || (v.is_boolean() && !v.get<bool>()) || ((v.is_array() || v.is_object()) && v.empty()) ||
+         (v.is_string() && v.get<std::string>().empty());
+}
+
+bool CheckFields(const json& body, bool chat, const ApiContext& ctx, ParseError* error) {
+  for (const auto& [key, value] : body.items()) {
+    if (kCommonFields.count(key) || (chat ? kChatFields : kCompletionFields).count(key)) continue;
+    if (kUnsupportedFields.count(key)) {
+      if (IsEmpty(value)) continue;
+      error->status = InvalidArgumentError("'" + key + "' is not supported by this server");
+      error->param = key;
+      return false;
+    }
+    if (ctx.ignore_unknown_fields) continue;
+    error->status = InvalidArgumentError("unknown field '" + key +
+                                         "' (a server started with --ignore-unknown-fields ignores such fields)");
+    error->param = key;
+    return false;
+  }
+  // Completions fields whose other values this server does not implement.
+  if (!chat) {
+    if (body.contains("echo") && !IsEmpty(body["echo"])) {
+      error->status = InvalidArgumentError("'echo' is not supported by this server");
+      error->param = "echo";
+      return false;
+    }
+    if (body.contains("suffix") && !IsEmpty(body["suffix"])) {
+      error->status = InvalidArgumentError("'suffix' (insertion) is not supported by this server");
+      error->param = "suffix";
+      return false;
+    }
+    if (body.contains("best_of") && !body["best_of"].is_null() && body["best_of"] != 1) {
+      error->status = InvalidArgumentError("'best_of' other than 1 is not supported by this server");
+      error->param = "best_of";
+      return false;
+    }
+  }
+  if (body.contains("user") && !body["user"].is_null() && !body["user"].is_string()) {
+    error->status = InvalidArgumentError("'user' must be a string");
+    error->param = "user";
+    return false;
+  }
+  return true;
+}
+
+// response_format: {"type": "text" | "json_object"} | {"type": "json_schema", "json_schema": {"name", "schema",
+// "strict", "description"}} | {"type": "regex", "regex": "..."} | {"type": "grammar", "grammar": "..."}.
+bool ParseResponseFormat(const json& body, const ApiContext& ctx, engine::GenerateRequest* r, ParseError* error) {
+  auto it = body.find("response_format");
+  if (it == body.end() || it->is_null()) return true;
+  auto fail = [&](const std::string& m) {
+    error->status = InvalidArgumentError(m);
+    error->param = "response_format";
+    return false;
+  };
+  if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string()) {
+    return fail("'response_format' must be an object with a string 'type'");
+  }
+  ResponseFormat format;
+  format.type = (*it)["type"].get<std::string>();
+  std::set<std::string, std::less<>> keys = {"type"};
+  if (format.type == "json_schema") {
+    keys.insert("json_schema");
+    auto js = it->find("json_schema");
+    if (js == it->end() || !js->is_object()) return fail("'response_format.json_schema' must be an object");
+    for (const auto& [key, value] : js->items()) {
+      if (key != "name" && key != "schema" && key != "strict" && key != "description") {
+        return fail("unknown field 'response_format.json_schema." + key + "'");
+      }
+    }
+    if (!js->contains("name") || !(*js)["name"].is_string()) {
+      return fail("'response_format.json_schema.name' must be a string");
+    }
+    if (js->contains("strict") && !(*js)["strict"].is_null()) {
+      if (!(*js)["strict"].is_boolean()) return fail("'response_format.json_schema.strict' must be a boolean");
+      format.strict = (*js)["strict"].get<bool>();
+    }
+    auto schema = js->find("schema");
+    if (schema == js->end() || schema->is_null()) {
+      format.source = "{}";  // OpenAI: no schema means any JSON
+    } else if (!schema->is_object() && !schema->is_boolean()) {
+      return fail("'response_format.json_schema.schema' must be a JSON schema object");
+    } else {
+      format.source = schema->dump();
+    }
+  } else if (format.type == "regex" || format.type == "grammar") {
+    keys.insert(format.type);
+    auto src = it->find(format.type);
+    if (src == it->end() || !src->is_string()) {
+      return fail("'response_format." + format.type + "' must be a string");
+    }
+    format.source = src->get<std::string>();
+  }
+  for (const auto& [key, value] : it->items()) {
+    if (!keys.count(key)) return fail("unknown field 'response_format." + key + "'");
+  }
+  if (Status s = ApplyResponseFormat(format, ctx.limits, *ctx.engine, r); !s.ok()) {
+    error->status = s;
+    error->param = "response_format";
+    return false;
+  }
+  return true;
+}
+
+// logit_bias: {"token id": bias, ...} (ids as strings, as OpenAI sends them).
+bool ParseLogitBias(const json& body, const ApiContext& ctx, engine::GenerateRequest* r, ParseError* error) {
+  auto it = body.find("logit_bias");
+  if (it == body.end() || it->is_null()) return true;
+  auto fail = [&](const Status& s) {
+    error->status = s;
+    error->param = "logit_bias";
+    return false;
+  };
+  if (!it->is_object()) return fail(InvalidArgumentError("'logit_bias' must be an object of token id -> bias"));
+  std::vector<std::pair<int64_t, double>> bias;
+  for (const auto& [key, value] : it->items()) {
+    int64_t id = -1;
+    size_t used = 0;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != key.size()) {
+      return fail(InvalidArgumentError("logit_bias: key '" + key + "' is not a token id"));
+    }
+    if (!value.is_number()) return fail(InvalidArgumentError("logit_bias: the bias of '" + key + "' must be a number"));
+    bias.emplace_back(id, value.get<double>());
+  }
+  if (Status s = ApplyLogitBias(bias, ctx.limits, ctx.vocab_size, r); !s.ok()) return fail(s);
+  return true;
+}
+
 }  // namespace
 
 std::string OpenAiFinishReason(engine::FinishReason reason) {
@@ -107,6 +254,7 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
   }
   CompletionJob job;
   job.chat = chat;
+  if (!CheckFields(body, chat, ctx, error)) return std::nullopt;
   Fields f(body, error);
   engine::GenerateRequest& r = job.request;
 
@@ -254,6 +402,7 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
   }
   r.logprobs = job.logprobs;
   r.top_logprobs = job.top_logprobs;
+  if (!ParseLogitBias(body, ctx, &r, error) || !ParseResponseFormat(body, ctx, &r, error)) return std::nullopt;
   // The server's limits (prompt length, max_tokens, stop strings) are checked by the admission path,
   // Generation::Run, for every front end alike.
   return job;

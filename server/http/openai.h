@@ -11,6 +11,7 @@
 #include "common/utf8.h"
 #include "engine/api.h"
 #include "server/request_limits.h"
+#include "server/request_options.h"
 
 namespace tq::server {
 
@@ -20,6 +21,7 @@ struct ApiContext {
   int ctx_size = 0;    // tokens per sequence
   int vocab_size = 0;
   RequestLimits limits;
+  bool ignore_unknown_fields = false;  // config server.ignore_unknown_fields
 };
 
 // A parsed /v1/completions or /v1/chat/completions request. A field error is invalid_argument with `param` set.
@@ -39,24 +41,24 @@ struct ParseError {
 };
 
 // Returns the job or fills `error`.
-std::optional<CompletionJob> ParseCompletionRequest(const nlohmann::json& body, bool chat, const ApiContext& ctx,
+std::optional<CompletionJob> ParseCompletionRequest(const nlohmann::ordered_json& body, bool chat, const ApiContext& ctx,
                                                     ParseError* error);
 
 // Response bodies. `texts[i]`, `finals[i]`, `tokens[i]` belong to choice i.
-nlohmann::json CompletionResponse(const CompletionJob& job, const std::string& id, int64_t created,
+nlohmann::ordered_json CompletionResponse(const CompletionJob& job, const std::string& id, int64_t created,
                                   const std::string& model, const std::vector<std::string>& texts,
                                   const std::vector<engine::GenerateEvent>& finals,
                                   const std::vector<std::vector<engine::GeneratedToken>>& tokens,
                                   const engine::EngineApi& engine);
 
 // One streamed chunk for choice `index`: text delta and/or a finish reason ("" = none).
-nlohmann::json StreamChunk(const CompletionJob& job, const std::string& id, int64_t created,
+nlohmann::ordered_json StreamChunk(const CompletionJob& job, const std::string& id, int64_t created,
                            const std::string& model, int index, const std::string& text,
                            const std::vector<engine::GeneratedToken>& tokens, const std::string& finish_reason,
                            bool first, const engine::EngineApi& engine);
-nlohmann::json UsageChunk(const CompletionJob& job, const std::string& id, int64_t created, const std::string& model,
+nlohmann::ordered_json UsageChunk(const CompletionJob& job, const std::string& id, int64_t created, const std::string& model,
                           const engine::Usage& usage);
-nlohmann::json UsageJson(const engine::Usage& usage);
+nlohmann::ordered_json UsageJson(const engine::Usage& usage);
 
 // "stop", "length", ... as OpenAI clients expect.
 std::string OpenAiFinishReason(engine::FinishReason reason);

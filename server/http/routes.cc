@@ -13,7 +13,7 @@
 namespace tq::server {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 http::status HttpStatusOf(StatusCode code) {
   switch (code) {

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "engine/api.h"
+#include "engine/grammar/grammar.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "server/http/openai.h"
 
@@ -33,7 +34,9 @@ constexpr uint32_t kHeaderLimit = 64 * 1024;  // as HttpServer::Serve
 // generation is not reached from decoding, so those methods fail.
 class DecodingEngine final : public tq::engine::EngineApi {
  public:
-  explicit DecodingEngine(std::unique_ptr<tq::engine::Tokenizer> tokenizer) : tokenizer_(std::move(tokenizer)) {}
+  explicit DecodingEngine(std::unique_ptr<tq::engine::Tokenizer> tokenizer) : tokenizer_(std::move(tokenizer)) {
+    constraints_ = tq::engine::ConstraintCompiler::Create(*tokenizer_, tokenizer_->vocab_size()).value();
+  }
   tq::engine::ModelInfo Info() const override { return {}; }
   std::vector<int32_t> Tokenize(std::string_view text, tq::engine::TokenizeOptions o) const override {
     return tokenizer_->Encode(text, {.add_special = o.add_special, .parse_special = o.parse_special});
@@ -45,6 +48,10 @@ class DecodingEngine final : public tq::engine::EngineApi {
   tq::StatusOr<std::vector<int32_t>> ChatPrompt(const std::vector<tq::engine::ChatMessage>& m) const override {
     TQ_ASSIGN_OR_RETURN(const std::string text, tq::engine::RenderChat(chat_, m));
     return tokenizer_->Encode(text, {.add_special = true, .parse_special = true});
+  }
+  tq::StatusOr<std::shared_ptr<const tq::engine::CompiledConstraint>> CompileConstraint(
+      const tq::engine::ConstraintSpec& spec) const override {
+    return constraints_->Compile(spec);
   }
   tq::Status Submit(tq::engine::GenerateRequest, tq::engine::EventSink) override {
     return tq::UnimplementedError("decoding only");
@@ -62,6 +69,7 @@ class DecodingEngine final : public tq::engine::EngineApi {
 
  private:
   std::unique_ptr<tq::engine::Tokenizer> tokenizer_;
+  std::unique_ptr<tq::engine::ConstraintCompiler> constraints_;
   tq::engine::ChatTemplate chat_{tq::engine::ChatFormat::kChatMl, ""};
 };
 
@@ -82,10 +90,10 @@ void Check(bool ok, const char* what) {
 
 // As Router::Completions: JSON parse errors are a 400, then the field-by-field decode.
 void DecodeBody(std::string_view body, bool chat) {
-  nlohmann::json j;
+  nlohmann::ordered_json j;
   try {
-    j = nlohmann::json::parse(body);
-  } catch (const nlohmann::json::exception&) {
+    j = nlohmann::ordered_json::parse(body);
+  } catch (const nlohmann::ordered_json::exception&) {
     return;
   }
   const tq::server::ApiContext& api = g_fixture->api;

@@ -239,6 +239,10 @@ class FailingEngine final : public engine::EngineApi {
   StatusOr<std::vector<int32_t>> ChatPrompt(const std::vector<engine::ChatMessage>&) const override {
     return std::vector<int32_t>{1};
   }
+  StatusOr<std::shared_ptr<const engine::CompiledConstraint>> CompileConstraint(
+      const engine::ConstraintSpec&) const override {
+    return UnimplementedError("no constraints here");
+  }
   Status Submit(engine::GenerateRequest, engine::EventSink sink) override {
     engine::GenerateEvent ev;
     ev.final = true;
