@@ -20,6 +20,7 @@
 #include "engine/options.h"
 #include "engine/runner/chat_template.h"
 #include "engine/runner/request.h"
+#include "engine/runner/tool_calls.h"
 
 namespace tq::engine {
 
@@ -106,7 +107,9 @@ class EngineApi {
   // The prompt tokens of a conversation under the model's chat template, ending with the opening of the
   // assistant's turn. failed_precondition when the model has no usable template; invalid_argument for an
   // unknown role.
-  virtual StatusOr<std::vector<int32_t>> ChatPrompt(const std::vector<ChatMessage>& messages) const = 0;
+  // `tools` are described to the model in the chat format's way (engine/runner/tool_calls.h).
+  virtual StatusOr<std::vector<int32_t>> ChatPrompt(const std::vector<ChatMessage>& messages,
+                                                    const std::vector<ToolSpec>& tools = {}) const = 0;
 
   // Compiles a structured-output constraint for GenerateRequest::constraint (cached: a spec seen before returns
   // at once). invalid_argument naming the problem for a malformed spec or an unsupported JSON-schema keyword.

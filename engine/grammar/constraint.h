@@ -13,9 +13,10 @@ enum class ConstraintKind {
   kJsonSchema,  // a JSON schema (docs/serving.md lists the keywords supported)
   kRegex,       // the whole output matches a regular expression
   kEbnf,        // an EBNF grammar (GBNF syntax) whose start rule is "root"
+  kStructuralTag,  // an xgrammar structural tag (JSON): tool calls (engine/runner/tool_calls.h)
 };
 
-std::string_view ConstraintKindName(ConstraintKind kind);  // "json_object", "json_schema", "regex", "ebnf"
+std::string_view ConstraintKindName(ConstraintKind kind);  // "json_object", ..., "ebnf", "structural_tag"
 
 struct ConstraintSpec {
   ConstraintKind kind = ConstraintKind::kJsonObject;

@@ -16,6 +16,7 @@ std::string_view ConstraintKindName(ConstraintKind kind) {
     case ConstraintKind::kJsonSchema: return "json_schema";
     case ConstraintKind::kRegex: return "regex";
     case ConstraintKind::kEbnf: return "ebnf";
+    case ConstraintKind::kStructuralTag: return "structural_tag";
   }
   return "unknown";
 }
@@ -93,11 +94,12 @@ StatusOr<std::shared_ptr<const CompiledConstraint>> ConstraintCompiler::Compile(
     }
     case ConstraintKind::kRegex:
     case ConstraintKind::kEbnf:
+    case ConstraintKind::kStructuralTag:
       if (spec.source.empty()) return InvalidArgumentError(std::string(ConstraintKindName(spec.kind)) + " is empty");
       break;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  static constexpr const char* kWhat[] = {"JSON object", "JSON schema", "regex", "grammar"};
+  static constexpr const char* kWhat[] = {"JSON object", "JSON schema", "regex", "grammar", "tool calls"};
   auto grammar = CatchXgrammar(kWhat[static_cast<int>(spec.kind)], [&]() -> xgrammar::CompiledGrammar {
     switch (spec.kind) {
       case ConstraintKind::kJsonObject:
@@ -106,6 +108,7 @@ StatusOr<std::shared_ptr<const CompiledConstraint>> ConstraintCompiler::Compile(
                                            kMaxJsonWhitespace);
       case ConstraintKind::kRegex: return compiler_.CompileRegex(spec.source);
       case ConstraintKind::kEbnf: return compiler_.CompileGrammar(spec.source, "root");
+      case ConstraintKind::kStructuralTag: return compiler_.CompileStructuralTag(spec.source);
     }
     throw std::runtime_error("unknown constraint kind");
   });

@@ -1,5 +1,7 @@
 #include "engine/runner/chat_template.h"
 
+#include "engine/runner/tool_calls.h"
+
 namespace tq::engine {
 
 std::string_view ChatFormatName(ChatFormat format) {
@@ -61,7 +63,8 @@ class Segments {
 
 }  // namespace
 
-StatusOr<std::vector<ChatSegment>> RenderChatSegments(const ChatTemplate& tmpl, const std::vector<ChatMessage>& in) {
+StatusOr<std::vector<ChatSegment>> RenderChatSegments(const ChatTemplate& tmpl, const std::vector<ChatMessage>& in,
+                                                      const std::vector<ToolSpec>& tools) {
   if (in.empty()) return InvalidArgumentError("messages must not be empty");
   std::vector<ChatMessage> messages;
   if (!tmpl.default_system.empty() && in.front().role != "system") {
@@ -69,38 +72,83 @@ StatusOr<std::vector<ChatSegment>> RenderChatSegments(const ChatTemplate& tmpl, 
   }
   messages.insert(messages.end(), in.begin(), in.end());
   for (const ChatMessage& m : messages) {
-    if (m.role != "system" && m.role != "user" && m.role != "assistant") {
-      return InvalidArgumentError("unknown message role '" + m.role + "' (allowed: system, user, assistant)");
+    if (m.role != "system" && m.role != "user" && m.role != "assistant" && m.role != "tool") {
+      return InvalidArgumentError("unknown message role '" + m.role + "' (allowed: system, user, assistant, tool)");
     }
   }
-  // Roles are one of three fixed words; they count as the template's text.
+  const std::string described = tools.empty() ? "" : DescribeTools(tmpl.format, tools);
+  // Roles are fixed words; they count as the template's text. Tool descriptions and calls are the client's text.
   Segments out;
   switch (tmpl.format) {
-    case ChatFormat::kChatMl:
-      for (const ChatMessage& m : messages) {
-        out.Marker("<|im_start|>" + m.role + "\n").Text(m.content).Marker("<|im_end|>\n");
+    case ChatFormat::kChatMl: {
+      // The tools go at the end of the system turn (one is opened for them when the conversation has none).
+      if (!described.empty() && messages.front().role != "system") messages.insert(messages.begin(), ChatMessage{"system", ""});
+      for (size_t i = 0; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
+        if (m.role == "tool") {
+          // Consecutive tool results share one user turn.
+          const bool first = i == 0 || messages[i - 1].role != "tool";
+          const bool last = i + 1 == messages.size() || messages[i + 1].role != "tool";
+          out.Marker(first ? "<|im_start|>user\n" : "\n").Marker("<tool_response>\n").Text(m.content);
+          out.Marker("\n</tool_response>");
+          if (last) out.Marker("<|im_end|>\n");
+          continue;
+        }
+        out.Marker("<|im_start|>" + m.role + "\n").Text(m.content);
+        if (m.role == "system" && i == 0 && !described.empty()) {
+          out.Text(m.content.empty() ? described : "\n\n" + described);
+        }
+        if (!m.tool_calls.empty()) {
+          out.Text((m.content.empty() ? "" : "\n") + RenderToolCalls(tmpl.format, m.tool_calls));
+        }
+        out.Marker("<|im_end|>\n");
       }
       out.Marker("<|im_start|>assistant\n");
       return out.Take();
-    case ChatFormat::kLlama3:
+    }
+    case ChatFormat::kLlama3: {
+      bool told = described.empty();
       for (const ChatMessage& m : messages) {
-        out.Marker("<|start_header_id|>" + m.role + "<|end_header_id|>\n\n").Text(m.content).Marker("<|eot_id|>");
+        const std::string role = m.role == "tool" ? "ipython" : m.role;
+        out.Marker("<|start_header_id|>" + role + "<|end_header_id|>\n\n");
+        if (m.role == "user" && !told) {  // the tools go before the first user message
+          out.Text(described);
+          told = true;
+        }
+        out.Text(m.content);
+        if (!m.tool_calls.empty()) {
+          out.Text((m.content.empty() ? "" : "\n") + RenderToolCalls(tmpl.format, m.tool_calls));
+        }
+        out.Marker("<|eot_id|>");
       }
       out.Marker("<|start_header_id|>assistant<|end_header_id|>\n\n");
       return out.Take();
+    }
     case ChatFormat::kMistral: {
-      // A system message is prepended to the first user turn.
+      // A system message is prepended to the next user turn; the tools go before the last user turn.
+      size_t last_user = messages.size();
+      for (size_t i = 0; i < messages.size(); ++i) {
+        if (messages[i].role == "user") last_user = i;
+      }
       std::vector<std::string> system;
-      for (const ChatMessage& m : messages) {
+      for (size_t i = 0; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
         if (m.role == "system") {
           system.push_back(m.content);
         } else if (m.role == "user") {
+          if (i == last_user && !described.empty()) {
+            out.Marker("[AVAILABLE_TOOLS] ").Text(described).Marker("[/AVAILABLE_TOOLS]");
+          }
           out.Marker("[INST] ");
-          for (const std::string& s : system) out.Text(s).Marker("\n\n");
+          for (const std::string& sys : system) out.Text(sys).Marker("\n\n");
           out.Text(m.content).Marker(" [/INST]");
           system.clear();
+        } else if (m.role == "tool") {
+          out.Marker("[TOOL_RESULTS] ").Text(m.content).Marker("[/TOOL_RESULTS]");
         } else {
-          out.Marker(" ").Text(m.content).Marker("</s>");
+          out.Marker(" ").Text(m.content);
+          if (!m.tool_calls.empty()) out.Text(RenderToolCalls(tmpl.format, m.tool_calls));
+          out.Marker("</s>");
         }
       }
       return out.Take();
@@ -109,8 +157,9 @@ StatusOr<std::vector<ChatSegment>> RenderChatSegments(const ChatTemplate& tmpl, 
   return InternalError("unhandled chat format");
 }
 
-StatusOr<std::string> RenderChat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages) {
-  TQ_ASSIGN_OR_RETURN(const std::vector<ChatSegment> segments, RenderChatSegments(tmpl, messages));
+StatusOr<std::string> RenderChat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
+                                 const std::vector<ToolSpec>& tools) {
+  TQ_ASSIGN_OR_RETURN(const std::vector<ChatSegment> segments, RenderChatSegments(tmpl, messages, tools));
   std::string out;
   for (const ChatSegment& s : segments) out += s.text;
   return out;

@@ -13,9 +13,27 @@ namespace tq::engine {
 
 enum class ChatFormat { kChatMl, kLlama3, kMistral };
 
+// A function call the assistant made: its id (the client's, echoed back by the `tool` message that answers it),
+// the function's name and its arguments as JSON text.
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+
+// A function the model may call: name, description and its parameters as JSON-schema text ("" = no parameters).
+struct ToolSpec {
+  std::string name;
+  std::string description;
+  std::string parameters;
+};
+
 struct ChatMessage {
-  std::string role;  // system | user | assistant
+  std::string role;  // system | user | assistant | tool
   std::string content;
+  std::vector<ToolCall> tool_calls;  // assistant: the calls it made (rendered after its content)
+  std::string tool_call_id;          // tool: the call this message answers
+  std::string name;                  // tool: the function's name, when the client says
 };
 
 // "chatml", "llama3", "mistral".
@@ -40,11 +58,16 @@ struct ChatSegment {
 };
 
 // The prompt for `messages`, ending with the opening of the assistant's turn, as segments in order. BOS is not
-// included (the tokenizer adds it as the model's metadata says). Errors: no messages, an unknown role.
+// included (the tokenizer adds it as the model's metadata says). `tools` are described to the model in the
+// format's own way (ChatML: Hermes-style <tools> in the system turn; Llama 3: JSON in the first user turn;
+// Mistral: [AVAILABLE_TOOLS] before the last user turn); engine/runner/tool_calls.h has the matching call
+// syntax. Errors: no messages, an unknown role.
 StatusOr<std::vector<ChatSegment>> RenderChatSegments(const ChatTemplate& tmpl,
-                                                      const std::vector<ChatMessage>& messages);
+                                                      const std::vector<ChatMessage>& messages,
+                                                      const std::vector<ToolSpec>& tools = {});
 
 // The same prompt as one string (the segments joined).
-StatusOr<std::string> RenderChat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages);
+StatusOr<std::string> RenderChat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
+                                 const std::vector<ToolSpec>& tools = {});
 
 }  // namespace tq::engine

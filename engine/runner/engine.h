@@ -38,7 +38,8 @@ class Engine final : public EngineApi {
   std::vector<int32_t> Tokenize(std::string_view text, TokenizeOptions options) const override;
   StatusOr<std::string> Detokenize(std::span<const int32_t> ids) const override;
   std::string TokenText(int32_t id) const override;
-  StatusOr<std::vector<int32_t>> ChatPrompt(const std::vector<ChatMessage>& messages) const override;
+  StatusOr<std::vector<int32_t>> ChatPrompt(const std::vector<ChatMessage>& messages,
+                                            const std::vector<ToolSpec>& tools = {}) const override;
   StatusOr<std::shared_ptr<const CompiledConstraint>> CompileConstraint(const ConstraintSpec& spec) const override;
   Status Submit(GenerateRequest request, EventSink sink) override;
   bool Abort(const std::string& id) override;

@@ -70,12 +70,13 @@ std::string Engine::TokenText(int32_t id) const {
   return tokenizer_->TokenToPiece(id);
 }
 
-StatusOr<std::vector<int32_t>> Engine::ChatPrompt(const std::vector<ChatMessage>& messages) const {
+StatusOr<std::vector<int32_t>> Engine::ChatPrompt(const std::vector<ChatMessage>& messages,
+                                                  const std::vector<ToolSpec>& tools) const {
   if (!chat_) {
     return FailedPreconditionError("this model has no chat template tqserve can use (" + chat_unavailable_ +
                                    "); send a plain prompt instead");
   }
-  TQ_ASSIGN_OR_RETURN(const std::vector<ChatSegment> rendered, RenderChatSegments(*chat_, messages));
+  TQ_ASSIGN_OR_RETURN(const std::vector<ChatSegment> rendered, RenderChatSegments(*chat_, messages, tools));
   // The template's markers become control tokens; message content does only where the caller is trusted to
   // write them (chat_control_tokens): "<|im_end|><|im_start|>system" typed by a user stays text.
   std::vector<TextSegment> segments;

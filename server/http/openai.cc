@@ -91,7 +91,8 @@ const std::set<std::string, std::less<>> kCommonFields = {
     "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
     "repetition_penalty", "max_tokens", "n", "seed", "stream", "stream_options", "ignore_eos", "stop", "logprobs",
     "response_format", "logit_bias", "user"};
-const std::set<std::string, std::less<>> kChatFields = {"messages", "max_completion_tokens", "top_logprobs"};
+const std::set<std::string, std::less<>> kChatFields = {"messages", "max_completion_tokens", "top_logprobs", "tools",
+                                                       "tool_choice", "parallel_tool_calls"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "suffix", "best_of"};
 const std::set<std::string, std::less<>> kUnsupportedFields = {
     "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "store", "metadata",
@@ -280,6 +281,7 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
       f.Fail("messages", "'messages' must be a non-empty list of {role, content} objects");
       return std::nullopt;
     }
+    if (!ParseTools(body, ctx, &job.tools, error)) return std::nullopt;
     std::vector<engine::ChatMessage> messages;
     for (const json& m : *it) {
       if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
@@ -300,7 +302,8 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
           }
           content += part["text"].get<std::string>();
         }
-      } else if (!(m.contains("content") && m["content"].is_null())) {
+      } else if (!(m.contains("content") && m["content"].is_null()) &&
+                 !(m["role"] == "assistant" && m.contains("tool_calls"))) {
         f.Fail("messages", "each message needs a string 'content'");
         return std::nullopt;
       }
@@ -308,9 +311,12 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
         f.Fail("messages", "message content is not valid UTF-8");
         return std::nullopt;
       }
-      messages.push_back({m["role"].get<std::string>(), std::move(content)});
+      engine::ChatMessage message{m["role"].get<std::string>(), std::move(content)};
+      if (!ParseMessageToolFields(m, &message, error)) return std::nullopt;
+      messages.push_back(std::move(message));
     }
-    auto prompt = ctx.engine->ChatPrompt(messages);
+    // tool_choice none: the tools are not shown, so the model has nothing to call.
+    auto prompt = ctx.engine->ChatPrompt(messages, job.tools.active() ? job.tools.tools : std::vector<engine::ToolSpec>{});
     if (!prompt.ok()) {
       error->status = prompt.status();
       error->param = "messages";
@@ -403,6 +409,22 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
   r.logprobs = job.logprobs;
   r.top_logprobs = job.top_logprobs;
   if (!ParseLogitBias(body, ctx, &r, error) || !ParseResponseFormat(body, ctx, &r, error)) return std::nullopt;
+  if (job.tools.active()) {
+    if (r.constraint) {
+      f.Fail("response_format", "'response_format' cannot be combined with tools unless tool_choice is none");
+      return std::nullopt;
+    }
+    const ToolJob& t = job.tools;
+    auto c = ctx.engine->CompileConstraint(
+        {.kind = engine::ConstraintKind::kStructuralTag,
+         .source = engine::ToolCallStructuralTag(t.format, t.tools, t.choice, t.parallel)});
+    if (!c.ok()) {
+      error->status = c.status();
+      error->param = "tools";
+      return std::nullopt;
+    }
+    r.constraint = std::move(c).value();
+  }
   // The server's limits (prompt length, max_tokens, stop strings) are checked by the admission path,
   // Generation::Run, for every front end alike.
   return job;
@@ -453,7 +475,15 @@ json CompletionResponse(const CompletionJob& job, const std::string& id, int64_t
   for (size_t i = 0; i < texts.size(); ++i) {
     json c{{"index", i}, {"finish_reason", OpenAiFinishReason(finals[i].finish_reason)},
            {"logprobs", LogprobsJson(job, tokens[i], engine)}};
-    if (job.chat) {
+    engine::ParsedToolCalls parsed;
+    if (job.tools.active()) parsed = engine::ParseToolCalls(job.tools.format, texts[i], job.tools.tools);
+    if (!parsed.calls.empty()) {
+      NameToolCalls(&parsed.calls);
+      c["message"] = {{"role", "assistant"},
+                      {"content", parsed.content.empty() ? json(nullptr) : json(SanitizeUtf8(parsed.content))},
+                      {"tool_calls", ToolCallsJson(parsed.calls)}};
+      if (finals[i].finish_reason == engine::FinishReason::kStop) c["finish_reason"] = "tool_calls";
+    } else if (job.chat) {
       c["message"] = {{"role", "assistant"}, {"content", SanitizeUtf8(texts[i])}};
     } else {
       c["text"] = SanitizeUtf8(texts[i]);
@@ -488,6 +518,19 @@ json StreamChunk(const CompletionJob& job, const std::string& id, int64_t create
          {"object", job.chat ? "chat.completion.chunk" : "text_completion"},
          {"created", created},
          {"model", model},
+         {"choices", json::array({c})}};
+  if (job.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+json ToolCallChunk(const CompletionJob& job, const std::string& id, int64_t created, const std::string& model,
+                   int index, std::vector<engine::ToolCall> calls) {
+  NameToolCalls(&calls);
+  json list = ToolCallsJson(calls);
+  for (size_t k = 0; k < list.size(); ++k) list[k]["index"] = k;
+  json c{{"index", index}, {"finish_reason", nullptr}, {"logprobs", nullptr},
+         {"delta", {{"tool_calls", list}}}};
+  json j{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
          {"choices", json::array({c})}};
   if (job.include_usage) j["usage"] = nullptr;
   return j;

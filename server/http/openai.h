@@ -11,6 +11,7 @@
 #include "common/utf8.h"
 #include "engine/api.h"
 #include "server/request_limits.h"
+#include "server/http/openai_tools.h"
 #include "server/request_options.h"
 
 namespace tq::server {
@@ -33,6 +34,7 @@ struct CompletionJob {
   bool logprobs = false;
   int top_logprobs = 0;
   engine::GenerateRequest request;  // prompt tokens and parameters; ids are set per choice
+  ToolJob tools;                    // chat: function calling (tools.active(): the output may hold calls)
 };
 
 struct ParseError {
@@ -56,6 +58,9 @@ nlohmann::ordered_json StreamChunk(const CompletionJob& job, const std::string& 
                            const std::string& model, int index, const std::string& text,
                            const std::vector<engine::GeneratedToken>& tokens, const std::string& finish_reason,
                            bool first, const engine::EngineApi& engine);
+// Streamed calls of choice `index` (delta.tool_calls, one entry per call, arguments whole).
+nlohmann::ordered_json ToolCallChunk(const CompletionJob& job, const std::string& id, int64_t created,
+                                     const std::string& model, int index, std::vector<engine::ToolCall> calls);
 nlohmann::ordered_json UsageChunk(const CompletionJob& job, const std::string& id, int64_t created, const std::string& model,
                           const engine::Usage& usage);
 nlohmann::ordered_json UsageJson(const engine::Usage& usage);

@@ -45,8 +45,9 @@ class DecodingEngine final : public tq::engine::EngineApi {
     return tokenizer_->Decode(ids);
   }
   std::string TokenText(int32_t id) const override { return tokenizer_->TokenToPiece(id); }
-  tq::StatusOr<std::vector<int32_t>> ChatPrompt(const std::vector<tq::engine::ChatMessage>& m) const override {
-    TQ_ASSIGN_OR_RETURN(const std::string text, tq::engine::RenderChat(chat_, m));
+  tq::StatusOr<std::vector<int32_t>> ChatPrompt(const std::vector<tq::engine::ChatMessage>& m,
+                                                const std::vector<tq::engine::ToolSpec>& tools) const override {
+    TQ_ASSIGN_OR_RETURN(const std::string text, tq::engine::RenderChat(chat_, m, tools));
     return tokenizer_->Encode(text, {.add_special = true, .parse_special = true});
   }
   tq::StatusOr<std::shared_ptr<const tq::engine::CompiledConstraint>> CompileConstraint(

@@ -122,7 +122,9 @@ TEST_F(MatcherTest, ControlTokensNeverAndEndOnlyWhenComplete) {
   std::vector<float> logits(static_cast<size_t>(tokenizer_->vocab_size()), 1.0f);
   m.Mask(logits);
   for (int32_t t = 0; t < tokenizer_->vocab_size(); ++t) {
-    if (tokenizer_->token_type(t) == TokenType::kControl) EXPECT_TRUE(std::isinf(logits[t])) << t;
+    if (tokenizer_->token_type(t) == TokenType::kControl) {
+      EXPECT_TRUE(std::isinf(logits[t])) << t;
+    }
   }
   EXPECT_TRUE(std::isinf(logits[tokenizer_->eos()]));  // "" is not in the language
   const int32_t a = tokenizer_->TextToToken("a");

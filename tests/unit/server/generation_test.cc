@@ -236,7 +236,8 @@ class FailingEngine final : public engine::EngineApi {
   std::vector<int32_t> Tokenize(std::string_view, engine::TokenizeOptions) const override { return {1}; }
   StatusOr<std::string> Detokenize(std::span<const int32_t>) const override { return std::string(); }
   std::string TokenText(int32_t) const override { return ""; }
-  StatusOr<std::vector<int32_t>> ChatPrompt(const std::vector<engine::ChatMessage>&) const override {
+  StatusOr<std::vector<int32_t>> ChatPrompt(const std::vector<engine::ChatMessage>&,
+                                            const std::vector<engine::ToolSpec>&) const override {
     return std::vector<int32_t>{1};
   }
   StatusOr<std::shared_ptr<const engine::CompiledConstraint>> CompileConstraint(
