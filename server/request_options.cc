@@ -1,6 +1,9 @@
 #include "server/request_options.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <random>
 
 namespace tq::server {
 
@@ -31,6 +34,67 @@ Status ApplyResponseFormat(const ResponseFormat& format, const RequestLimits& li
   spec.max_depth = limits.max_schema_depth;
   TQ_ASSIGN_OR_RETURN(request->constraint, engine.CompileConstraint(spec));
   return Status::Ok();
+}
+
+Status ApplyTools(ToolJob* tools, const RequestLimits& limits, const engine::EngineApi& engine,
+                  engine::GenerateRequest* request) {
+  if (tools->tools.empty()) {
+    if (tools->choice.mode != engine::ToolChoiceMode::kAuto && tools->choice.mode != engine::ToolChoiceMode::kNone) {
+      return InvalidArgumentError("tool_choice needs tools");
+    }
+    return Status::Ok();
+  }
+  TQ_RETURN_IF_ERROR(engine::CheckTools(tools->tools, tools->choice, limits.max_schema_depth));
+  auto format = engine::ParseChatFormat(engine.Info().chat_format);
+  if (!format.ok()) return FailedPreconditionError("this model has no chat format to call tools in");
+  tools->format = *format;
+  if (!tools->active()) return Status::Ok();
+  if (request->constraint) {
+    return InvalidArgumentError("response_format cannot be combined with tools unless tool_choice is none");
+  }
+  TQ_ASSIGN_OR_RETURN(request->constraint,
+                      engine.CompileConstraint({.kind = engine::ConstraintKind::kStructuralTag,
+                                                .source = engine::ToolCallStructuralTag(
+                                                    tools->format, tools->tools, tools->choice, tools->parallel)}));
+  return Status::Ok();
+}
+
+std::string ToolCallFilter::Push(const std::string& text) {
+  full_ += text;
+  const size_t hold = std::max(emitted_, engine::ToolCallHoldback(job_.format, full_));
+  std::string out = full_.substr(emitted_, hold - emitted_);
+  emitted_ = hold;
+  return out;
+}
+
+ToolCallFilter::End ToolCallFilter::Finish() {
+  End end;
+  engine::ParsedToolCalls parsed = engine::ParseToolCalls(job_.format, full_, job_.tools);
+  if (parsed.calls.empty()) {
+    end.content = full_.substr(emitted_);
+    emitted_ = full_.size();
+    return end;
+  }
+  // Content outside the calls that was not sent yet (text between or after calls): the parsed content less the
+  // part already sent (which the parse trimmed at the front).
+  const std::string sent = full_.substr(0, emitted_);
+  const size_t lead = sent.find_first_not_of(" \t\r\n");
+  const std::string sent_trimmed = lead == std::string::npos ? "" : sent.substr(lead);
+  if (parsed.content.rfind(sent_trimmed, 0) == 0) end.content = parsed.content.substr(sent_trimmed.size());
+  NameToolCalls(&parsed.calls);
+  end.calls = std::move(parsed.calls);
+  emitted_ = full_.size();
+  return end;
+}
+
+void NameToolCalls(std::vector<engine::ToolCall>* calls) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  for (engine::ToolCall& c : *calls) {
+    char buf[25];
+    std::snprintf(buf, sizeof buf, "%016llx%08x", static_cast<unsigned long long>(rng()),
+                  static_cast<unsigned>(rng() & 0xffffffffu));
+    c.id = std::string("call_") + buf;
+  }
 }
 
 Status ApplyLogitBias(const std::vector<std::pair<int64_t, double>>& bias, const RequestLimits& limits,

@@ -95,16 +95,28 @@ namespace {
 class GrpcStream final : public GenerationStream {
  public:
   GrpcStream(grpc::ServerContext* context, grpc::ServerWriter<v1::GenerateResponse>* writer, bool logprobs,
-             const engine::EngineApi& engine)
-      : context_(context), writer_(writer), logprobs_(logprobs), engine_(engine) {}
+             const engine::EngineApi& engine, const ToolJob& tools)
+      : context_(context), writer_(writer), logprobs_(logprobs), engine_(engine), tools_(tools), filter_(tools) {}
 
   bool ClientGone() override { return context_->IsCancelled(); }
 
+  // With tools: the calls the output held (after the final event).
+  std::vector<engine::ToolCall>& calls() { return calls_; }
+
   bool OnEvent(int, const engine::GenerateEvent& ev, bool) override {
-    if (ev.tokens.empty() && ev.text.empty()) return true;
+    std::string text = ev.text;
+    if (tools_.active()) {
+      text = filter_.Push(ev.text);
+      if (ev.final) {
+        ToolCallFilter::End end = filter_.Finish();
+        text += end.content;
+        calls_ = std::move(end.calls);
+      }
+    }
+    if (ev.tokens.empty() && text.empty()) return true;
     v1::GenerateResponse chunk;
     auto* c = chunk.mutable_chunk();
-    c->set_text(SanitizeUtf8(ev.text));
+    c->set_text(SanitizeUtf8(text));
     for (const auto& t : ev.tokens) {
       c->add_token_ids(t.id);
       if (!logprobs_) continue;
@@ -127,6 +139,9 @@ class GrpcStream final : public GenerationStream {
   grpc::ServerWriter<v1::GenerateResponse>* writer_;
   bool logprobs_;
   const engine::EngineApi& engine_;
+  const ToolJob& tools_;
+  ToolCallFilter filter_;
+  std::vector<engine::ToolCall> calls_;
 };
 
 }  // namespace
@@ -147,6 +162,13 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
                         "request_id must be 1 to 128 characters of A-Z a-z 0-9 . _ : -");
   }
   r.id = in->request_id().empty() ? NewRequestId() : in->request_id();
+  if (in->input_case() != v1::GenerateRequest::kMessages && (in->tools_size() > 0 || in->has_tool_choice())) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "tools need messages (a chat)");
+  }
+  if (in->tool_choice().mode() < v1::ToolChoice::MODE_AUTO || in->tool_choice().mode() > v1::ToolChoice::MODE_NAMED) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "tool_choice.mode is not a known mode");
+  }
+  ToolJob tools;
   switch (in->input_case()) {
     case v1::GenerateRequest::kPrompt:
       if (!IsValidUtf8(in->prompt())) {
@@ -165,8 +187,19 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
       break;
     case v1::GenerateRequest::kMessages: {
       std::vector<engine::ChatMessage> messages;
-      for (const auto& m : in->messages().messages()) messages.push_back({m.role(), m.content()});
-      auto prompt = engine_->ChatPrompt(messages);
+      for (const auto& m : in->messages().messages()) {
+        engine::ChatMessage message{m.role(), m.content()};
+        for (const auto& c : m.tool_calls()) message.tool_calls.push_back({c.id(), c.name(), c.arguments()});
+        message.tool_call_id = m.tool_call_id();
+        message.name = m.name();
+        messages.push_back(std::move(message));
+      }
+      for (const auto& t : in->tools()) tools.tools.push_back({t.name(), t.description(), t.parameters()});
+      static_assert(static_cast<int>(engine::ToolChoiceMode::kNamed) == v1::ToolChoice::MODE_NAMED &&
+                    static_cast<int>(engine::ToolChoiceMode::kNone) == v1::ToolChoice::MODE_NONE);
+      tools.choice = {static_cast<engine::ToolChoiceMode>(in->tool_choice().mode()), in->tool_choice().name()};
+      if (in->has_parallel_tool_calls()) tools.parallel = in->parallel_tool_calls();
+      auto prompt = engine_->ChatPrompt(messages, tools.active() ? tools.tools : std::vector<engine::ToolSpec>{});
       if (!prompt.ok()) return ToGrpc(prompt.status());
       r.prompt = std::move(prompt).value();
       break;
@@ -206,11 +239,12 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
     ResponseFormat format{.type = kTypes[rf.type()], .source = rf.source(), .strict = rf.strict()};
     if (auto st = ApplyResponseFormat(format, generation_->limits(), *engine_, &r); !st.ok()) return ToGrpc(st);
   }
+  if (auto st = ApplyTools(&tools, generation_->limits(), *engine_, &r); !st.ok()) return ToGrpc(st);
 
   const std::string id = r.id;
   std::vector<engine::GenerateRequest> choices;
   choices.push_back(std::move(r));
-  GrpcStream stream(context, writer, sp.logprobs(), *engine_);
+  GrpcStream stream(context, writer, sp.logprobs(), *engine_, tools);
   auto run = generation_->Run("grpc.Generate", std::move(choices), deadline, stream);
   if (!run.ok()) return ToGrpc(run.status());
   const GenerationResult& result = *run;
@@ -225,6 +259,15 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
   v1::GenerateResponse last;
   auto* f = last.mutable_final();
   f->set_finish_reason(ToProto(ev.finish_reason));
+  for (const engine::ToolCall& c : stream.calls()) {
+    auto* call = f->add_tool_calls();
+    call->set_id(c.id);
+    call->set_name(c.name);
+    call->set_arguments(c.arguments);
+  }
+  if (!stream.calls().empty() && ev.finish_reason == engine::FinishReason::kStop) {
+    f->set_finish_reason(v1::FINISH_REASON_TOOL_CALLS);
+  }
   f->set_request_id(id);
   f->mutable_usage()->set_prompt_tokens(ev.usage.prompt_tokens);
   f->mutable_usage()->set_completion_tokens(ev.usage.completion_tokens);

@@ -409,21 +409,12 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
   r.logprobs = job.logprobs;
   r.top_logprobs = job.top_logprobs;
   if (!ParseLogitBias(body, ctx, &r, error) || !ParseResponseFormat(body, ctx, &r, error)) return std::nullopt;
-  if (job.tools.active()) {
-    if (r.constraint) {
-      f.Fail("response_format", "'response_format' cannot be combined with tools unless tool_choice is none");
-      return std::nullopt;
-    }
-    const ToolJob& t = job.tools;
-    auto c = ctx.engine->CompileConstraint(
-        {.kind = engine::ConstraintKind::kStructuralTag,
-         .source = engine::ToolCallStructuralTag(t.format, t.tools, t.choice, t.parallel)});
-    if (!c.ok()) {
-      error->status = c.status();
-      error->param = "tools";
-      return std::nullopt;
-    }
-    r.constraint = std::move(c).value();
+  if (Status s = ApplyTools(&job.tools, ctx.limits, *ctx.engine, &r); !s.ok()) {
+    error->status = s;
+    error->param = s.message().rfind("tool_choice", 0) == 0       ? "tool_choice"
+                   : s.message().rfind("response_format", 0) == 0 ? "response_format"
+                                                                  : "tools";
+    return std::nullopt;
   }
   // The server's limits (prompt length, max_tokens, stop strings) are checked by the admission path,
   // Generation::Run, for every front end alike.
@@ -525,7 +516,6 @@ json StreamChunk(const CompletionJob& job, const std::string& id, int64_t create
 
 json ToolCallChunk(const CompletionJob& job, const std::string& id, int64_t created, const std::string& model,
                    int index, std::vector<engine::ToolCall> calls) {
-  NameToolCalls(&calls);
   json list = ToolCallsJson(calls);
   for (size_t k = 0; k < list.size(); ++k) list[k]["index"] = k;
   json c{{"index", index}, {"finish_reason", nullptr}, {"logprobs", nullptr},

@@ -58,7 +58,7 @@ nlohmann::ordered_json StreamChunk(const CompletionJob& job, const std::string& 
                            const std::string& model, int index, const std::string& text,
                            const std::vector<engine::GeneratedToken>& tokens, const std::string& finish_reason,
                            bool first, const engine::EngineApi& engine);
-// Streamed calls of choice `index` (delta.tool_calls, one entry per call, arguments whole).
+// Streamed calls of choice `index` (delta.tool_calls, one entry per call, arguments whole; calls already named).
 nlohmann::ordered_json ToolCallChunk(const CompletionJob& job, const std::string& id, int64_t created,
                                      const std::string& model, int index, std::vector<engine::ToolCall> calls);
 nlohmann::ordered_json UsageChunk(const CompletionJob& job, const std::string& id, int64_t created, const std::string& model,

@@ -1,7 +1,5 @@
 #include "server/http/openai_tools.h"
 
-#include <random>
-
 #include "server/http/openai.h"
 
 namespace tq::server {
@@ -91,16 +89,6 @@ bool ParseTools(const json& body, const ApiContext& ctx, ToolJob* job, ParseErro
     if (!parallel->is_boolean()) return Fail(error, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
     job->parallel = parallel->get<bool>();
   }
-  if (!has_tools) return true;
-  if (Status s = engine::CheckTools(job->tools, job->choice, ctx.limits.max_schema_depth); !s.ok()) {
-    return Fail(error, s.message().rfind("tool_choice", 0) == 0 ? "tool_choice" : "tools", s);
-  }
-  const engine::ModelInfo info = ctx.engine->Info();
-  auto format = engine::ParseChatFormat(info.chat_format);
-  if (!format.ok()) {
-    return Fail(error, "tools", FailedPreconditionError("this model has no chat format to call tools in"));
-  }
-  job->format = *format;
   return true;
 }
 
@@ -140,16 +128,6 @@ json ToolCallsJson(const std::vector<engine::ToolCall>& calls) {
     out.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
   }
   return out;
-}
-
-void NameToolCalls(std::vector<engine::ToolCall>* calls) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  for (engine::ToolCall& c : *calls) {
-    char buf[25];
-    std::snprintf(buf, sizeof buf, "%016llx%08x", static_cast<unsigned long long>(rng()),
-                  static_cast<unsigned>(rng() & 0xffffffffu));
-    c.id = std::string("call_") + buf;
-  }
 }
 
 }  // namespace tq::server

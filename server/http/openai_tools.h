@@ -9,23 +9,15 @@
 #include <vector>
 
 #include "engine/api.h"
+#include "server/request_options.h"
 
 namespace tq::server {
 
 struct ParseError;
 struct ApiContext;
 
-// A request's function-calling part. active() when the output may hold calls (tools given, choice not none).
-struct ToolJob {
-  std::vector<engine::ToolSpec> tools;
-  engine::ToolChoice choice;
-  bool parallel = true;
-  engine::ChatFormat format = engine::ChatFormat::kChatMl;
-  bool active() const { return !tools.empty() && choice.mode != engine::ToolChoiceMode::kNone; }
-};
-
-// Reads tools / tool_choice / parallel_tool_calls into `job` (checked: names, schemas, the named choice; a 400
-// with `param` set otherwise). False with `error` filled on a problem.
+// Reads tools / tool_choice / parallel_tool_calls into `job` (the wire form only; ApplyTools checks and
+// constrains). False with `error` filled on a problem.
 bool ParseTools(const nlohmann::ordered_json& body, const ApiContext& ctx, ToolJob* job, ParseError* error);
 
 // The assistant's tool_calls and a tool message's tool_call_id / name, into `m`. False with `error` filled.
@@ -33,8 +25,5 @@ bool ParseMessageToolFields(const nlohmann::ordered_json& message, engine::ChatM
 
 // [{"id", "type": "function", "function": {"name", "arguments"}}] (arguments as JSON text, as OpenAI sends them).
 nlohmann::ordered_json ToolCallsJson(const std::vector<engine::ToolCall>& calls);
-
-// Names the calls: "call_" and 24 hex digits.
-void NameToolCalls(std::vector<engine::ToolCall>* calls);
 
 }  // namespace tq::server

@@ -249,7 +249,7 @@ class HttpStream final : public GenerationStream {
   HttpStream(const CompletionJob& job, const engine::EngineApi& engine, ResponseWriter& w, std::string id,
              int64_t created, const std::string& model)
       : job_(job), engine_(engine), w_(w), id_(std::move(id)), created_(created), model_(model),
-        texts_(job.n), tokens_(job.n), started_(job.n, false), full_(job.n), emitted_(job.n, 0) {}
+        texts_(job.n), tokens_(job.n), started_(job.n, false), filters_(job.n, ToolCallFilter(job.tools)) {}
 
   // A stream's SSE headers go out at its first event or poll, so an admission error is still a plain HTTP error.
   // False once the client has gone.
@@ -290,24 +290,16 @@ class HttpStream final : public GenerationStream {
   // Streaming with tools: text is sent as content up to where a call starts (or may start); the calls go out
   // whole, as delta.tool_calls, when the choice ends, followed by finish_reason "tool_calls".
   bool OnToolEvent(int c, const engine::GenerateEvent& ev, const std::string& reason) {
-    const ToolJob& t = job_.tools;
-    full_[c] += ev.text;
-    const size_t hold = std::max(emitted_[c], engine::ToolCallHoldback(t.format, full_[c]));
-    std::string text = full_[c].substr(emitted_[c], hold - emitted_[c]);
-    emitted_[c] = hold;
+    std::string text = filters_[c].Push(ev.text);
     if (!ev.final) {
       if (text.empty() && !job_.logprobs && started_[c]) return true;  // held back: nothing to send yet
       return Send(c, text, ev.tokens, "");
     }
-    engine::ParsedToolCalls parsed = engine::ParseToolCalls(t.format, full_[c], t.tools);
-    if (parsed.calls.empty()) return Send(c, text + full_[c].substr(emitted_[c]), ev.tokens, reason);
-    // Content outside the calls that was not streamed yet (text between or after calls).
-    const std::string sent = full_[c].substr(0, emitted_[c]);
-    const size_t lead = sent.find_first_not_of(" \t\r\n");
-    const std::string sent_trimmed = lead == std::string::npos ? "" : sent.substr(lead);
-    if (parsed.content.rfind(sent_trimmed, 0) == 0) text += parsed.content.substr(sent_trimmed.size());
+    ToolCallFilter::End end = filters_[c].Finish();
+    text += end.content;
+    if (end.calls.empty()) return Send(c, text, ev.tokens, reason);
     if ((!text.empty() || !ev.tokens.empty() || !started_[c]) && !Send(c, text, ev.tokens, "")) return false;
-    if (!w_.SendEvent(SseData(ToolCallChunk(job_, id_, created_, model_, c, std::move(parsed.calls))))) return false;
+    if (!w_.SendEvent(SseData(ToolCallChunk(job_, id_, created_, model_, c, std::move(end.calls))))) return false;
     return Send(c, "", {}, ev.finish_reason == engine::FinishReason::kStop ? "tool_calls" : reason);
   }
 
@@ -320,8 +312,7 @@ class HttpStream final : public GenerationStream {
   std::vector<std::string> texts_;                          // [n], non-streaming
   std::vector<std::vector<engine::GeneratedToken>> tokens_;  // [n], non-streaming with logprobs
   std::vector<bool> started_;                               // [n], streaming: the first chunk went out
-  std::vector<std::string> full_;                           // [n], streaming with tools: the text so far
-  std::vector<size_t> emitted_;                             // [n], streaming with tools: bytes sent as content
+  std::vector<ToolCallFilter> filters_;                     // [n], streaming with tools
   bool begun_ = false, gone_ = false;                       // Begin() ran; the client had gone by then
 };
 

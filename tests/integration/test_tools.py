@@ -195,7 +195,7 @@ BAD = [
 def test_bad_tools_are_400_with_param(daemon, param, extra, needle):
     body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, **extra}
     r = post(daemon, body)
-    assert r.status == 400, r.text
+    assert r.status == 400, r.body
     err = r.json()["error"]
     assert err["param"] == param
     assert needle in err["message"], err["message"]
@@ -205,3 +205,76 @@ def test_bad_tools_are_400_with_param(daemon, param, extra, needle):
 def test_completions_endpoint_refuses_tools(daemon):
     r = http.post(daemon.url + "/v1/completions", {"prompt": "hi", "max_tokens": 2, "tools": [fn("f")]}, timeout=60)
     assert r.status == 400 and r.json()["error"]["param"] == "tools"
+
+
+# gRPC: the same function calling through tqserve.v1.Inference.Generate.
+
+@pytest.fixture(scope="module")
+def stub(daemon, grpc_pb):
+    m, g = grpc_pb
+    ch = grpc.insecure_channel(f"127.0.0.1:{daemon.grpc_port}")
+    grpc.channel_ready_future(ch).result(timeout=20)
+    yield m, g.InferenceStub(ch)
+    ch.close()
+
+
+def grpc_generate(m, s, messages, **kw):
+    req = m.GenerateRequest(messages=m.ChatMessages(messages=messages),
+                            sampling=m.SamplingParams(temperature=0, max_tokens=200), **kw)
+    text, final = "", None
+    for resp in s.Generate(req, timeout=120):
+        if resp.HasField("chunk"):
+            text += resp.chunk.text
+        else:
+            final = resp.final
+    return text, final
+
+
+def grpc_tools(m):
+    return [m.Tool(name=t["function"]["name"], description=t["function"]["description"],
+                   parameters=json.dumps(t["function"]["parameters"])) for t in TOOLS]
+
+
+def test_grpc_required_and_round_trip(stub):
+    m, s = stub
+    ask = [m.ChatMessage(role="user", content=ASK[0]["content"])]
+    text, final = grpc_generate(m, s, ask, tools=grpc_tools(m),
+                                tool_choice=m.ToolChoice(mode=m.ToolChoice.MODE_NAMED, name="get_weather"))
+    assert final.finish_reason == m.FINISH_REASON_TOOL_CALLS
+    assert len(final.tool_calls) == 1 and not text.strip()
+    call = final.tool_calls[0]
+    assert call.name == "get_weather" and call.id.startswith("call_")
+    jsonschema.validate(json.loads(call.arguments), WEATHER)
+    history = ask + [m.ChatMessage(role="assistant", tool_calls=[call]),
+                     m.ChatMessage(role="tool", tool_call_id=call.id, content='{"temperature": 21}')]
+    text, final = grpc_generate(m, s, history, tools=grpc_tools(m),
+                                tool_choice=m.ToolChoice(mode=m.ToolChoice.MODE_REQUIRED),
+                                parallel_tool_calls=False)
+    assert len(final.tool_calls) == 1
+    jsonschema.validate(json.loads(final.tool_calls[0].arguments), SCHEMAS[final.tool_calls[0].name])
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({"tools": "bad"}, "function name"),
+    ({"tools": "dup"}, "two tools"),
+    ({"tool_choice": "missing"}, "'nope'"),
+    ({"prompt": True}, "messages"),
+])
+def test_grpc_bad_tools(stub, kw, needle):
+    m, s = stub
+    args = {"tools": grpc_tools(m)}
+    if kw.get("tools") == "bad":
+        args["tools"] = [m.Tool(name="bad name")]
+    if kw.get("tools") == "dup":
+        args["tools"] = [m.Tool(name="f"), m.Tool(name="f")]
+    if kw.get("tool_choice"):
+        args["tool_choice"] = m.ToolChoice(mode=m.ToolChoice.MODE_NAMED, name="nope")
+    if kw.get("prompt"):
+        req = m.GenerateRequest(prompt="hi", sampling=m.SamplingParams(max_tokens=2), **args)
+    else:
+        req = m.GenerateRequest(messages=m.ChatMessages(messages=[m.ChatMessage(role="user", content="hi")]),
+                                sampling=m.SamplingParams(max_tokens=2), **args)
+    with pytest.raises(grpc.RpcError) as e:
+        list(s.Generate(req, timeout=60))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert needle in e.value.details(), e.value.details()
