@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <random>
 
+#include "common/utf8.h"
+
 namespace tq::server {
 
 Status ApplyResponseFormat(const ResponseFormat& format, const RequestLimits& limits, const engine::EngineApi& engine,
@@ -95,6 +97,13 @@ void NameToolCalls(std::vector<engine::ToolCall>* calls) {
                   static_cast<unsigned>(rng() & 0xffffffffu));
     c.id = std::string("call_") + buf;
   }
+}
+
+Status ApplyCacheSalt(const std::string& salt, engine::GenerateRequest* request) {
+  if (salt.size() > 256) return InvalidArgumentError("cache_salt is longer than 256 bytes");
+  if (!IsValidUtf8(salt)) return InvalidArgumentError("cache_salt is not valid UTF-8");
+  request->cache_salt = salt;
+  return Status::Ok();
 }
 
 Status ApplyLogitBias(const std::vector<std::pair<int64_t, double>>& bias, const RequestLimits& limits,

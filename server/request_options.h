@@ -65,6 +65,10 @@ class ToolCallFilter {
 // Names the calls: "call_" and 24 hex digits.
 void NameToolCalls(std::vector<engine::ToolCall>* calls);
 
+// Sets request->cache_salt: at most 256 bytes of valid UTF-8 (invalid_argument otherwise). Requests share cached
+// prompt KV only with requests of the same salt.
+Status ApplyCacheSalt(const std::string& salt, engine::GenerateRequest* request);
+
 // Sets request->sampling.logit_bias. invalid_argument for more than limits.max_logit_bias entries, an id outside
 // [0, vocab_size) or a bias outside [-100, 100].
 Status ApplyLogitBias(const std::vector<std::pair<int64_t, double>>& bias, const RequestLimits& limits,

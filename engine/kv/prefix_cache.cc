@@ -10,7 +10,9 @@
 namespace tq::engine {
 
 uint64_t PrefixHash(uint64_t parent, std::span<const int32_t> page_tokens) {
-  Fnv1a64 fnv(Fnv1a64::kBasis ^ parent);  // FNV-1a over the parent and the token ids
+  // FNV-1a from the standard basis over the parent's 8 bytes, then the token ids: every bit of the parent
+  // reaches the hash.
+  Fnv1a64 fnv;
   fnv.Mix(parent);
   for (int32_t t : page_tokens) fnv.Mix(static_cast<uint32_t>(t));
   uint64_t h = fnv.value();
@@ -21,6 +23,16 @@ uint64_t PrefixHash(uint64_t parent, std::span<const int32_t> page_tokens) {
   h *= 0x94d049bb133111ebull;
   h ^= h >> 31;
   return h == 0 ? 1 : h;
+}
+
+uint64_t SaltedRoot(uint64_t fingerprint, std::string_view salt) {
+  if (salt.empty()) return fingerprint;
+  // The salt's bytes as a token list after a marker no page holds (token ids are non-negative).
+  std::vector<int32_t> bytes;
+  bytes.reserve(salt.size() + 1);
+  bytes.push_back(-1);
+  for (unsigned char c : salt) bytes.push_back(c);
+  return PrefixHash(fingerprint, bytes);
 }
 
 PrefixCache::PrefixCache(KvPageStore* store, int n_layers, int n_kv_heads, uint64_t budget_bytes, double pin_seconds)

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <set>
 #include <unordered_map>
 #include <vector>
@@ -28,6 +29,11 @@
 namespace tq::engine {
 
 uint64_t PrefixHash(uint64_t parent, std::span<const int32_t> page_tokens);
+
+// The seed of a salted chain (cache_salt): h_0 = PrefixHash(SaltedRoot(fingerprint, salt), tokens of page 0),
+// while page 0's recorded parent stays the fingerprint, so salted entries are recovered at start-up like the
+// rest. Chains of different salts (and the unsalted one, salt "") share no page. Returns `fingerprint` for "".
+uint64_t SaltedRoot(uint64_t fingerprint, std::string_view salt);
 
 struct PrefixEntry {
   uint64_t hash = 0;

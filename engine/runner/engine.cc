@@ -454,7 +454,8 @@ void Engine::HashPages(Sequence& seq, int n_tokens) {
   while (static_cast<int>(seq.hashes.size()) < pages) {
     const size_t k = seq.hashes.size();
     const uint64_t parent = k == 0 ? fingerprint_ : seq.hashes[k - 1];
-    seq.hashes.push_back(PrefixHash(parent, std::span<const int32_t>(seq.tokens).subspan(k * kPage, kPage)));
+    const uint64_t seed = k == 0 ? SaltedRoot(fingerprint_, seq.req.cache_salt) : parent;
+    seq.hashes.push_back(PrefixHash(seed, std::span<const int32_t>(seq.tokens).subspan(k * kPage, kPage)));
     seq.kv.SetPageHash(static_cast<int>(k), seq.hashes[k], parent);
   }
 }

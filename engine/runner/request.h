@@ -38,6 +38,9 @@ struct GenerateRequest {
   // Structured output (EngineApi::CompileConstraint): every generated token keeps the output a valid prefix of
   // the constraint's language, and the output ends (kStop) when it is complete. Null = free text.
   std::shared_ptr<const CompiledConstraint> constraint;
+  // Prefix-cache namespace: requests share cached KV pages only with requests of the same salt (OpenAI's
+  // cache_salt; a tenant's key). Part of the pages' names, so it holds across restarts. "" = the shared space.
+  std::string cache_salt;
 };
 
 struct GeneratedToken {

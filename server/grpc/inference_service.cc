@@ -240,6 +240,7 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
     if (auto st = ApplyResponseFormat(format, generation_->limits(), *engine_, &r); !st.ok()) return ToGrpc(st);
   }
   if (auto st = ApplyTools(&tools, generation_->limits(), *engine_, &r); !st.ok()) return ToGrpc(st);
+  if (auto st = ApplyCacheSalt(in->cache_salt(), &r); !st.ok()) return ToGrpc(st);
 
   const std::string id = r.id;
   std::vector<engine::GenerateRequest> choices;

@@ -90,13 +90,13 @@ bool ParseStop(const json& body, std::vector<std::string>* stop, ParseError* err
 const std::set<std::string, std::less<>> kCommonFields = {
     "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
     "repetition_penalty", "max_tokens", "n", "seed", "stream", "stream_options", "ignore_eos", "stop", "logprobs",
-    "response_format", "logit_bias", "user"};
+    "response_format", "logit_bias", "user", "cache_salt"};
 const std::set<std::string, std::less<>> kChatFields = {"messages", "max_completion_tokens", "top_logprobs", "tools",
                                                        "tool_choice", "parallel_tool_calls"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "suffix", "best_of"};
 const std::set<std::string, std::less<>> kUnsupportedFields = {
     "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "store", "metadata",
-    "service_tier", "modalities", "audio", "prediction", "reasoning_effort", "web_search_options", "cache_salt"};
+    "service_tier", "modalities", "audio", "prediction", "reasoning_effort", "web_search_options"};
 
 bool IsEmpty(const json& v) {
   return v.is_null() || (v.is_boolean() && !v.get<bool>()) || ((v.is_array() || v.is_object()) && v.empty()) ||
@@ -409,6 +409,15 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
   r.logprobs = job.logprobs;
   r.top_logprobs = job.top_logprobs;
   if (!ParseLogitBias(body, ctx, &r, error) || !ParseResponseFormat(body, ctx, &r, error)) return std::nullopt;
+  if (f.Has("cache_salt")) {
+    const json& salt = body["cache_salt"];
+    Status s = salt.is_string() ? ApplyCacheSalt(salt.get<std::string>(), &r)
+                                : InvalidArgumentError("'cache_salt' must be a string");
+    if (!s.ok()) {
+      f.Fail("cache_salt", s.message());
+      return std::nullopt;
+    }
+  }
   if (Status s = ApplyTools(&job.tools, ctx.limits, *ctx.engine, &r); !s.ok()) {
     error->status = s;
     error->param = s.message().rfind("tool_choice", 0) == 0       ? "tool_choice"

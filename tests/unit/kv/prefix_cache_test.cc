@@ -46,6 +46,21 @@ class PrefixCacheTest : public ::testing::Test {
   const Clock::time_point t0_ = Clock::now();
 };
 
+TEST(SaltedRootTest, SaltsSeedDisjointChains) {
+  const uint64_t fp = 0x1234;
+  EXPECT_EQ(SaltedRoot(fp, ""), fp);
+  const uint64_t a = SaltedRoot(fp, "tenant-a"), b = SaltedRoot(fp, "tenant-b");
+  EXPECT_NE(a, fp);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a, SaltedRoot(fp, "tenant-a"));  // stable: the same name after a restart
+  EXPECT_NE(SaltedRoot(fp + 1, "tenant-a"), a);
+  const std::vector<int32_t> page(128, 7);
+  EXPECT_NE(PrefixHash(a, page), PrefixHash(fp, page));
+  for (uint64_t bit = 0; bit < 64; ++bit) {  // every bit of the parent matters
+    EXPECT_NE(PrefixHash(fp ^ (uint64_t{1} << bit), page), PrefixHash(fp, page)) << bit;
+  }
+}
+
 TEST_F(PrefixCacheTest, LookupFollowsTheChainAndStopsAtTheFirstMiss) {
   PrefixCache cache(store_.get(), kLayers, kHeads, 1 << 20, 0.0);
   Add(cache, 11, 7, 0, t0_);
