@@ -56,6 +56,7 @@ struct LimitsConfig {
   int64_t max_schema_bytes = 64 << 10;  // structured output: longest JSON schema, regex or grammar text
   int max_schema_depth = 32;            // structured output: deepest nesting of a JSON schema
   int max_logit_bias = 300;             // entries of logit_bias per request
+  int max_embedding_inputs = 64;        // inputs of one /v1/embeddings request
 };
 
 struct KvConfig {

@@ -133,6 +133,9 @@ std::vector<Option> BuildOptionTable(Config* c) {
   Add(&t, "limits.max_schema_depth", "max-schema-depth",
       "Structured output: deepest nesting of subschemas in a JSON schema; deeper is a 400",
       IntField(&c->limits.max_schema_depth, 32, 1, 1024));
+  Add(&t, "limits.max_embedding_inputs", "max-embedding-inputs",
+      "Inputs one /v1/embeddings request (or gRPC Embed call) may hold; more is a 400",
+      IntField(&c->limits.max_embedding_inputs, 64, 1, 4096));
   Add(&t, "limits.max_logit_bias", "max-logit-bias", "Entries a request's logit_bias may have; more is a 400",
       IntField(&c->limits.max_logit_bias, 300, 0, 1 << 20));
 

@@ -57,6 +57,8 @@ struct ModelInfo {
   std::string architecture;  // GGUF general.architecture: "llama", "qwen2", "gemma3", ...
   std::string name;          // GGUF general.name; "" when the file has none
   int n_layers = 0;
+  int n_embd = 0;            // model width: the length of an embedding
+  std::string embedding_pooling;  // "mean", "last" or "first" ({arch}.pooling_type; mean when absent)
   int n_heads = 0;
   int n_kv_heads = 0;
   int head_dim = 0;

@@ -134,6 +134,7 @@ int RunDaemon(const config::Config& cfg) {
   api.limits.max_schema_bytes = cfg.limits.max_schema_bytes;
   api.limits.max_schema_depth = cfg.limits.max_schema_depth;
   api.limits.max_logit_bias = cfg.limits.max_logit_bias;
+  api.limits.max_embedding_inputs = cfg.limits.max_embedding_inputs;
   api.ignore_unknown_fields = cfg.server.ignore_unknown_fields;
 
   // KV capacity: the budgets of the tiers the engine placed pages in.

@@ -57,11 +57,12 @@ Generation::Generation(RequestLimits limits, engine::EngineApi* engine, Metrics*
 
 StatusOr<GenerationResult> Generation::Run(std::string_view endpoint, std::vector<engine::GenerateRequest> choices,
                                            const RequestDeadline& deadline, GenerationStream& stream,
-                                           std::string* limit_field) {
-  if (choices.empty() || static_cast<int>(choices.size()) > limits_.max_n) {
+                                           std::string* limit_field, int max_choices) {
+  if (max_choices <= 0) max_choices = limits_.max_n;
+  if (choices.empty() || static_cast<int>(choices.size()) > max_choices) {
     metrics_->CountRequest(endpoint, "invalid");
     if (limit_field) *limit_field = "n";
-    return InvalidArgumentError("a request has 1 to " + std::to_string(limits_.max_n) + " choices");
+    return InvalidArgumentError("a request has 1 to " + std::to_string(max_choices) + " choices");
   }
   for (const engine::GenerateRequest& r : choices) {
     if (auto e = Check(r)) {

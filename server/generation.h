@@ -60,13 +60,14 @@ class Generation {
     return CheckLimits(limits_, ctx_size_, vocab_size_, request);
   }
 
-  // Admits the choices of one request (each with its own id) and runs them to the end, streaming events to
+  // Admits the choices of one request (each with its own id; at most `max_choices`, 0 = limits.max_n: the inputs
+  // of an embeddings request are its choices) and runs them to the end, streaming events to
   // `stream`. Errors (nothing ran; counted as "invalid" or "rejected" under `endpoint`): invalid_argument (a
   // limit; `*limit_field` names the field), unavailable (draining), resource_exhausted (concurrency limit,
   // engine queue full). What happened after admission is in the result.
   StatusOr<GenerationResult> Run(std::string_view endpoint, std::vector<engine::GenerateRequest> choices,
                                  const RequestDeadline& deadline, GenerationStream& stream,
-                                 std::string* limit_field = nullptr);
+                                 std::string* limit_field = nullptr, int max_choices = 0);
 
  private:
   RequestLimits limits_;

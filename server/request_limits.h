@@ -23,6 +23,7 @@ struct RequestLimits {
   int64_t max_schema_bytes = 64 << 10;  // structured output: JSON schema, regex or grammar text
   int max_schema_depth = 32;            // structured output: nesting of a JSON schema
   int max_logit_bias = 300;             // logit_bias entries
+  int max_embedding_inputs = 64;        // inputs of one embeddings request
 };
 
 // A request the limits refuse: invalid_argument, and the request field at fault ("prompt", "max_tokens", "stop",

@@ -63,6 +63,11 @@ StatusOr<HParams> ReadHParams(const GgufFile& g) {
   TQ_ASSIGN_OR_RETURN(double softcap, g.GetFloatOr(a + ".final_logit_softcapping", 0.0));
   if (softcap < 0) return InvalidArgumentError(a + ".final_logit_softcapping must not be negative");
   h.logit_softcap = static_cast<float>(softcap);
+  TQ_ASSIGN_OR_RETURN(const uint64_t pooling, g.GetUintOr(a + ".pooling_type", uint64_t{1} << 32));
+  if (pooling != uint64_t{1} << 32) {
+    if (pooling > 3) return InvalidArgumentError(a + ".pooling_type must be 0 to 3");
+    h.pooling_type = static_cast<int>(pooling);
+  }
   TQ_ASSIGN_OR_RETURN(auto tokens, g.GetStringArray("tokenizer.ggml.tokens"));
   h.vocab_size = static_cast<int>(tokens.size());
   if (h.vocab_size == 0) return InvalidArgumentError("tokenizer.ggml.tokens is empty");

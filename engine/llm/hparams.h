@@ -25,6 +25,7 @@ struct HParams {
   float rope_base = 10000.0f;
   int sliding_window = 0;        // {arch}.attention.sliding_window; 0: none
   float logit_softcap = 0.0f;    // {arch}.final_logit_softcapping: logits = c * tanh(logits / c); 0: none
+  int pooling_type = -1;         // {arch}.pooling_type (0 none, 1 mean, 2 cls, 3 last); -1: absent
 
   // Whether layer l attends to the sliding window only (see ArchInfo::swa_period).
   bool IsSlidingLayer(int l) const {

@@ -165,7 +165,8 @@ StatusOr<std::unique_ptr<Model>> Model::Open(const std::string& path) {
   return m;
 }
 
-Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::vector<float>* logits) const {
+Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::vector<float>* logits,
+                      std::vector<float>* hidden) const {
   const HParams& hp = hp_;
   const int64_t B = static_cast<int64_t>(batch.size());
   const int64_t E = hp.n_embd, D = hp.head_dim;
@@ -332,6 +333,14 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     for (int64_t i = 0; i < B * E; ++i) x[i] += tmp[i];
   }
 
+  if (hidden != nullptr) {
+    hidden->clear();
+    for (int64_t b = 0; b < B; ++b) {
+      if (batch[b].want_hidden) hidden->insert(hidden->end(), x.begin() + b * E, x.begin() + (b + 1) * E);
+    }
+    const int64_t n = static_cast<int64_t>(hidden->size()) / E;
+    if (n > 0) RmsNorm(hidden->data(), F32(weights_.output_norm), n, E, hp.rms_eps, hidden->data());
+  }
   // Logits only for the tokens that want them.
   std::vector<float> rows;
   for (int64_t b = 0; b < B; ++b) {

@@ -21,6 +21,7 @@ struct BatchToken {
   int pos = 0;              // position in the sequence; KV rows [0, pos) must be filled already or in this batch
   SequenceKv* kv = nullptr;
   bool want_logits = false;
+  bool want_hidden = false;  // its final hidden state (after the output norm) goes into Forward's `hidden`
 };
 
 class Model {
@@ -39,7 +40,10 @@ class Model {
   // A KV read fault (a cold page that cannot be read back) does not stop the pass: every sequence's K/V is
   // appended and the logits are filled, the faulted sequences have kv->fault() set (their logits are garbage),
   // and the result is data_loss. The caller recomputes those sequences (SequenceKv::Reset) and may use the others.
-  Status Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::vector<float>* logits) const;
+  // With `hidden`, each token with want_hidden gets its final hidden state, normed as the logits' input, as one
+  // row of n_embd floats (in batch order).
+  Status Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::vector<float>* logits,
+                 std::vector<float>* hidden = nullptr) const;
 
  private:
   Model() = default;

@@ -94,6 +94,8 @@ struct Engine::Sequence {
   std::unique_ptr<gpu::BackendKv> gpu;  // GPU path: made at the sequence's first forward pass
   Sampler sampler;
   std::optional<TokenMatcher> matcher;  // structured output: masks the logits, ends the output when complete
+  std::vector<float> pooled;            // embed: [n_embd] sum (mean) or the chosen row of the final hidden states
+  int pooled_rows = 0;
   TextStream text;
   std::vector<int32_t> tokens;  // prompt, then generated tokens
   int n_prompt = 0;
@@ -214,6 +216,8 @@ Status Engine::Submit(GenerateRequest request, EventSink sink) {
   if (request.top_logprobs < 0 || request.top_logprobs > 20) {
     return InvalidArgumentError("top_logprobs must be in [0, 20]");
   }
+  if (request.embed && gpu_) return UnimplementedError("embeddings are not computed on the GPU path yet");
+  if (request.embed && request.constraint) return InvalidArgumentError("an embedding takes no output constraint");
   auto seq = std::make_unique<Sequence>(std::move(request), std::move(sink), kv_layout(), ctx_size_, store_.get(),
                                         model_->hparams().vocab_size);
   seq->kv.set_activity(activity_.get());
@@ -327,6 +331,7 @@ void Engine::Finish(Sequence& seq, FinishReason reason, Status error) {
   ev.usage.prompt_tokens = seq.n_prompt;
   ev.usage.completion_tokens = static_cast<int>(seq.tokens.size()) - seq.n_prompt;
   ev.usage.cached_prompt_tokens = std::max(seq.cached_tokens, 0);
+  if (seq.req.embed && reason == FinishReason::kStop) ev.embedding = std::move(seq.pooled);
   const bool started = seq.admitted != Clock::time_point{};
   const bool produced = seq.first_token != Clock::time_point{};
   ev.timings.queue_seconds = Seconds(seq.submitted, started ? seq.admitted : now);
@@ -374,11 +379,13 @@ bool Engine::Fits(const KvNeed& need) const {
 void Engine::ResetKv(Sequence& seq) {
   seq.kv.Reset();
   seq.gpu.reset();
+  seq.pooled.clear();  // an embedding is recomputed from position 0 with its KV
+  seq.pooled_rows = 0;
 }
 
 Status Engine::Forward(const std::vector<BatchToken>& batch, const std::vector<Sequence*>& owners,
-                       std::vector<float>* logits) {
-  if (!gpu_) return model_->Forward(batch, *pool_, logits);
+                       std::vector<float>* logits, std::vector<float>* hidden) {
+  if (!gpu_) return model_->Forward(batch, *pool_, logits, hidden);
   // The GPU runs one sequence's run of consecutive tokens at a time (a step lists each sequence's tokens
   // together, and only its last one may want logits).
   logits->clear();
@@ -461,7 +468,7 @@ void Engine::HashPages(Sequence& seq, int n_tokens) {
 }
 
 void Engine::ReusePrefix(Sequence& seq) {
-  if (!cache_ || seq.n_computed != 0) return;
+  if (!cache_ || seq.n_computed != 0 || seq.req.embed) return;
   constexpr int kPage = kernels::kPageTokens;
   const int end = seq.prefill_end();
   HashPages(seq, end);
@@ -568,12 +575,16 @@ bool Engine::Step() {
       if (seq->decoding() || budget <= 0) continue;
       const int end = seq->prefill_end();
       const int chunk = std::min(budget, end - seq->n_computed);
-      // Logits at the end of the prompt only: a recomputed sequence already sampled its next token.
-      const bool sample = static_cast<int>(seq->tokens.size()) == seq->n_prompt;
+      // Logits at the end of the prompt only: a recomputed sequence already sampled its next token. An embedding
+      // takes hidden states instead: every position's (mean), or one.
+      const bool embed = seq->req.embed;
+      const bool sample = !embed && static_cast<int>(seq->tokens.size()) == seq->n_prompt;
+      const int pooling = model_->hparams().pooling_type;
       for (int i = 0; i < chunk; ++i) {
         const int pos = seq->n_computed + i;
         const bool last = sample && pos == end - 1;
-        batch.push_back({seq->tokens[pos], pos, &seq->kv, last});
+        const bool hidden = embed && (pooling == 3 ? pos == end - 1 : pooling == 2 ? pos == 0 : true);
+        batch.push_back({seq->tokens[pos], pos, &seq->kv, last, hidden});
         owners.push_back(seq.get());
         if (last) logit_owner.push_back(seq.get());
       }
@@ -590,8 +601,9 @@ bool Engine::Step() {
   for (const BatchToken& t : batch) ++batch_tokens[t.kv];
   for (auto& seq : running_) HashPages(*seq, seq->n_computed + batch_tokens[&seq->kv]);
 
-  std::vector<float> logits;
-  Status s = Forward(batch, owners, &logits);
+  std::vector<float> logits, hidden;
+  const bool any_embed = std::any_of(batch.begin(), batch.end(), [](const BatchToken& t) { return t.want_hidden; });
+  Status s = Forward(batch, owners, &logits, any_embed ? &hidden : nullptr);
   std::vector<Sequence*> faulted;
   if (!s.ok()) {
     for (auto& seq : running_) {
@@ -641,6 +653,13 @@ bool Engine::Step() {
   }
   for (auto& seq : running_) {
     if (!is_faulted(seq.get()) && !seq->done) OfferPages(*seq);
+  }
+  if (any_embed) {
+    std::vector<Sequence*> pooled_owners = owners;
+    for (Sequence*& o : pooled_owners) {
+      if (is_faulted(o)) o = nullptr;  // recomputed from position 0 (ResetKv cleared its sum)
+    }
+    PoolEmbeddings(batch, pooled_owners, hidden);
   }
 
   const int V = model_->hparams().vocab_size;
@@ -696,6 +715,34 @@ bool Engine::Step() {
   stats_.prompt_tokens_total += prompt_tokens;
   stats_.generated_tokens_total += generated;
   return true;
+}
+
+void Engine::PoolEmbeddings(const std::vector<BatchToken>& batch, const std::vector<Sequence*>& owners,
+                            const std::vector<float>& hidden) {
+  const size_t E = static_cast<size_t>(model_->hparams().n_embd);
+  size_t row = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i].want_hidden) continue;
+    const float* h = hidden.data() + row++ * E;
+    Sequence* seq = owners[i];
+    if (seq == nullptr || seq->done) continue;
+    if (seq->pooled.empty()) seq->pooled.assign(E, 0.0f);
+    for (size_t d = 0; d < E; ++d) seq->pooled[d] += h[d];
+    ++seq->pooled_rows;
+  }
+  for (auto& seq : running_) {
+    if (!seq->req.embed || seq->done || seq->n_computed < seq->n_prompt || seq->pooled_rows == 0) continue;
+    // Mean of the rows (one row for first/last pooling), then unit length.
+    double norm = 0;
+    for (float& v : seq->pooled) {
+      v /= static_cast<float>(seq->pooled_rows);
+      norm += static_cast<double>(v) * v;
+    }
+    const float scale = norm > 0 ? static_cast<float>(1.0 / std::sqrt(norm)) : 0.0f;
+    for (float& v : seq->pooled) v *= scale;
+    if (seq->first_token == Clock::time_point{}) seq->first_token = Clock::now();
+    Finish(*seq, FinishReason::kStop);
+  }
 }
 
 void Engine::Loop() {

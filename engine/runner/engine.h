@@ -95,7 +95,10 @@ class Engine final : public EngineApi {
   void ResetKv(Sequence& seq);
   // One forward pass over the batch (`owners`: the sequence of each token), on the CPU model or the GPU.
   Status Forward(const std::vector<BatchToken>& batch, const std::vector<Sequence*>& owners,
-                 std::vector<float>* logits);
+                 std::vector<float>* logits, std::vector<float>* hidden);
+  // Embed requests: folds this pass's hidden rows into their sequences and finishes those whose prompt is done.
+  void PoolEmbeddings(const std::vector<BatchToken>& batch, const std::vector<Sequence*>& owners,
+                      const std::vector<float>& hidden);
 
   EngineOptions options_;
   std::unique_ptr<Model> model_;

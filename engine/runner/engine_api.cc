@@ -35,6 +35,8 @@ ModelInfo Engine::Info() const {
   auto name = model_->gguf().GetStringOr("general.name", "");
   if (name.ok()) info.name = std::string(*name);
   info.n_layers = hp.n_layers;
+  info.n_embd = hp.n_embd;
+  info.embedding_pooling = hp.pooling_type == 3 ? "last" : hp.pooling_type == 2 ? "first" : "mean";
   info.n_heads = hp.n_heads;
   info.n_kv_heads = hp.n_kv_heads;
   info.head_dim = hp.head_dim;

@@ -41,6 +41,10 @@ struct GenerateRequest {
   // Prefix-cache namespace: requests share cached KV pages only with requests of the same salt (OpenAI's
   // cache_salt; a tenant's key). Part of the pages' names, so it holds across restarts. "" = the shared space.
   std::string cache_salt;
+  // An embedding instead of generated text: the prompt's final hidden states pooled as the model's metadata says
+  // (mean unless {arch}.pooling_type says last (3) or first (2)), L2-normalized, in the final event. No tokens are
+  // generated and the prefix cache is not read (every position's state is needed).
+  bool embed = false;
 };
 
 struct GeneratedToken {
@@ -70,6 +74,7 @@ struct GenerateEvent {
   bool final = false;
   FinishReason finish_reason = FinishReason::kNone;
   Status error;                        // non-OK only with kError
+  std::vector<float> embedding;        // final event of an embed request: [n_embd], unit length
   Usage usage;
   Timings timings;
 };

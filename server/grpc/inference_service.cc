@@ -282,6 +282,80 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
   return grpc::Status::OK;
 }
 
+namespace {
+
+// An Embed call's view of its inputs' generation: nothing streams; the embeddings are in the final events.
+class EmbedStream final : public GenerationStream {
+ public:
+  explicit EmbedStream(grpc::ServerContext* context) : context_(context) {}
+  bool ClientGone() override { return context_->IsCancelled(); }
+  bool OnEvent(int, const engine::GenerateEvent&, bool) override { return true; }
+
+ private:
+  grpc::ServerContext* context_;
+};
+
+}  // namespace
+
+grpc::Status InferenceService::Embed(grpc::ServerContext* context, const v1::EmbedRequest* in,
+                                     v1::EmbedResponse* out) {
+  RequestDeadline deadline(generation_->limits().request_timeout_s);
+  deadline.Tighten(context->deadline());
+  if (auto s = CheckKey(context); !s.ok()) return s;
+  if (!in->model().empty() && in->model() != api_.model_id) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "model '" + in->model() + "' is not served here");
+  }
+  if ((in->texts_size() > 0) == (in->token_inputs_size() > 0)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "one of texts or token_inputs is required");
+  }
+  const int n = std::max(in->texts_size(), in->token_inputs_size());
+  if (n > generation_->limits().max_embedding_inputs) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "at most " + std::to_string(generation_->limits().max_embedding_inputs) + " inputs are allowed");
+  }
+  const std::string id = NewRequestId();
+  std::vector<engine::GenerateRequest> inputs;
+  for (int i = 0; i < n; ++i) {
+    engine::GenerateRequest r;
+    r.id = id + "-" + std::to_string(i);
+    if (in->texts_size() > 0) {
+      if (in->texts(i).empty() || !IsValidUtf8(in->texts(i))) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "texts must be non-empty valid UTF-8");
+      }
+      r.prompt = engine_->Tokenize(in->texts(i), {.add_special = true, .parse_special = false});
+    } else {
+      r.prompt.assign(in->token_inputs(i).ids().begin(), in->token_inputs(i).ids().end());
+      for (int32_t t : r.prompt) {
+        if (t < 0 || t >= api_.vocab_size) {
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              "token id " + std::to_string(t) + " is outside the vocabulary");
+        }
+      }
+    }
+    r.embed = true;
+    r.max_tokens = 1;
+    inputs.push_back(std::move(r));
+  }
+  EmbedStream stream(context);
+  auto run = generation_->Run("grpc.Embed", std::move(inputs), deadline, stream, nullptr,
+                              generation_->limits().max_embedding_inputs);
+  if (!run.ok()) return ToGrpc(run.status());
+  switch (run->outcome) {
+    case Outcome::kSuccess: break;
+    case Outcome::kAborted: return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the call");
+    case Outcome::kShutdown: return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server shut down");
+    case Outcome::kError:
+    case Outcome::kTimeout: return ToGrpc(run->error);
+  }
+  int prompt_tokens = 0;
+  for (const engine::GenerateEvent& ev : run->finals) {
+    out->add_embeddings()->mutable_values()->Add(ev.embedding.begin(), ev.embedding.end());
+    prompt_tokens += ev.usage.prompt_tokens;
+  }
+  out->mutable_usage()->set_prompt_tokens(prompt_tokens);
+  return grpc::Status::OK;
+}
+
 grpc::Status InferenceService::Tokenize(grpc::ServerContext* context, const v1::TokenizeRequest* in,
                                         v1::TokenizeResponse* out) {
   if (auto s = CheckKey(context); !s.ok()) return s;

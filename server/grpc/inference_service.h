@@ -26,6 +26,8 @@ class InferenceService final : public tqserve::v1::Inference::Service {
   InferenceService(ApiContext api, const ApiKeys* api_keys, engine::EngineApi* engine,
                    Generation* generation, Metrics* metrics, ServerState* state);
 
+  grpc::Status Embed(grpc::ServerContext* context, const tqserve::v1::EmbedRequest* request,
+                     tqserve::v1::EmbedResponse* response) override;
   grpc::Status Generate(grpc::ServerContext* context, const tqserve::v1::GenerateRequest* request,
                         grpc::ServerWriter<tqserve::v1::GenerateResponse>* writer) override;
   grpc::Status Tokenize(grpc::ServerContext* context, const tqserve::v1::TokenizeRequest* request,

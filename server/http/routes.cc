@@ -8,69 +8,12 @@
 
 #include "common/build_info.h"
 #include "server/http/kv_state.h"
+#include "server/http/route_util.h"
 #include "server/http/web_ui.h"
 
 namespace tq::server {
-namespace {
 
 using json = nlohmann::ordered_json;
-
-http::status HttpStatusOf(StatusCode code) {
-  switch (code) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kFailedPrecondition:
-    case StatusCode::kOutOfRange: return http::status::bad_request;
-    case StatusCode::kNotFound: return http::status::not_found;
-    case StatusCode::kResourceExhausted: return http::status::too_many_requests;
-    case StatusCode::kUnavailable: return http::status::service_unavailable;
-    case StatusCode::kUnauthenticated: return http::status::unauthorized;
-    case StatusCode::kPermissionDenied: return http::status::forbidden;
-    case StatusCode::kDeadlineExceeded: return http::status::gateway_timeout;
-    case StatusCode::kUnimplemented: return http::status::not_implemented;
-    default: return http::status::internal_server_error;
-  }
-}
-
-std::string_view ErrorType(http::status s) {
-  switch (s) {
-    case http::status::unauthorized: return "authentication_error";
-    case http::status::not_found: return "not_found_error";
-    case http::status::too_many_requests: return "rate_limit_error";
-    case http::status::service_unavailable: return "service_unavailable";
-    case http::status::gateway_timeout: return "timeout_error";
-    case http::status::internal_server_error: return "server_error";
-    default: return "invalid_request_error";
-  }
-}
-
-HttpResponse StatusResponse(const Status& s, std::string_view param = "") {
-  const http::status hs = HttpStatusOf(s.code());
-  return ErrorResponse(hs, s.message(), ErrorType(hs), param);
-}
-
-std::string NewId(std::string_view prefix) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
-  return std::string(prefix) + buf;
-}
-
-// Parses the body as JSON or answers 400.
-std::optional<json> ParseJson(const HttpRequest& req, ResponseWriter& w) {
-  try {
-    return json::parse(req.body());
-  } catch (const json::exception& e) {
-    w.Send(ErrorResponse(http::status::bad_request, std::string("the body is not valid JSON: ") + e.what(),
-                         "invalid_request_error"));
-    return std::nullopt;
-  }
-}
-
-std::string SseData(const json& j) {
-  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
-}
-
-}  // namespace
 
 Router::Router(RouterOptions options, engine::EngineApi* engine, Generation* generation, Metrics* metrics,
                ServerState* state)
@@ -94,6 +37,7 @@ std::string_view PathOf(const HttpRequest& req) {
 // Routes that need the API key when keys are configured.
 bool IsApiRoute(std::string_view path) {
   return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/models" ||
+         path == "/v1/embeddings" ||
          path == "/tokenize" || path == "/detokenize" || path == "/kv/state";
 }
 
@@ -169,6 +113,7 @@ void Router::Handle(const HttpRequest& req, ResponseWriter& w) {
   if (path == "/kv/state") return KvState(w);
   if (path == "/tokenize") return Tokenize(req, w);
   if (path == "/detokenize") return Detokenize(req, w);
+  if (path == "/v1/embeddings") return Embeddings(req, w);
   Completions(req, w, path == "/v1/chat/completions");
 }
 

@@ -37,6 +37,7 @@ class Router {
   void Tokenize(const HttpRequest& request, ResponseWriter& writer);
   void Detokenize(const HttpRequest& request, ResponseWriter& writer);
   void Models(ResponseWriter& writer);
+  void Embeddings(const HttpRequest& request, ResponseWriter& writer);  // server/http/embeddings.cc
   void KvState(ResponseWriter& writer);
   bool Authorized(const HttpRequest& request) const;
 
