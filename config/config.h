@@ -44,6 +44,9 @@ struct ServerConfig {
   std::string tls_key_file;     // PEM private key of that certificate; both set or neither
   bool web_ui = true;           // GET / serves the built-in page (chat and the KV cache map)
   bool ignore_unknown_fields = false;  // request fields the API does not know are ignored instead of a 400
+  int responses_max_count = 1000;       // /v1/responses kept for previous_response_id; 0 = none stored
+  int64_t responses_max_bytes = 64 << 20;
+  double responses_ttl_s = 3600;        // a stored response is dropped this long after it was stored
 };
 
 struct LimitsConfig {

@@ -106,6 +106,14 @@ std::vector<Option> BuildOptionTable(Config* c) {
       "Serve the built-in page at / (a chat, and the KV cache's classes and tiers per head from /kv/state; the "
       "data needs the API key when keys are set)",
       BoolField(&c->server.web_ui, true));
+  Add(&t, "server.responses_max_count", "responses-max-count",
+      "Responses of /v1/responses kept (store: true) for previous_response_id and GET /v1/responses/{id}; the least "
+      "recently used go first; 0 = none kept",
+      IntField(&c->server.responses_max_count, 1000, 0, 1 << 24));
+  Add(&t, "server.responses_max_bytes", "responses-max-bytes", "Memory the kept responses may take",
+      BytesField(&c->server.responses_max_bytes, 64 << 20, 0, int64_t{64} << 30));
+  Add(&t, "server.responses_ttl_s", "responses-ttl", "Seconds a kept response lives after it was stored",
+      DoubleField(&c->server.responses_ttl_s, 3600.0, 1.0, 30.0 * 86400));
   Add(&t, "server.ignore_unknown_fields", "ignore-unknown-fields",
       "Accept and ignore request fields the API does not know (for lenient clients); off = a 400 naming the field. "
       "Known fields this server does not support are refused either way",

@@ -78,6 +78,7 @@ int RunDaemon(const config::Config& cfg) {
   // everything else 503 until the router is installed. `router` outlives `http` (declared first).
   std::unique_ptr<Metrics> metrics;
   std::unique_ptr<Generation> generation;
+  std::unique_ptr<ResponseStore> responses;
   std::unique_ptr<Router> router;
   std::atomic<Router*> router_ptr{nullptr};
   HttpServerOptions ho;
@@ -148,6 +149,10 @@ int RunDaemon(const config::Config& cfg) {
   ro.api = api;
   ro.api_keys = keys;
   ro.web_ui = cfg.server.web_ui;
+  responses = std::make_unique<ResponseStore>(static_cast<size_t>(cfg.server.responses_max_count),
+                                              static_cast<uint64_t>(cfg.server.responses_max_bytes),
+                                              cfg.server.responses_ttl_s);
+  ro.responses = responses.get();
   router = std::make_unique<Router>(ro, eng.get(), generation.get(), metrics.get(), &state);
   router_ptr.store(router.get(), std::memory_order_release);
 

@@ -54,6 +54,13 @@ Metrics::Metrics(uint64_t kv_capacity_bytes)
                     .Register(*registry_).Add({})),
       engine_steps_(BuildCounter().Name("tqserve_engine_steps_total").Help("Engine scheduling steps run")
                         .Register(*registry_).Add({})),
+      responses_stored_(BuildGauge().Name("tqserve_responses_stored")
+                            .Help("Responses kept for previous_response_id (/v1/responses, store: true)")
+                            .Register(*registry_).Add({})),
+      responses_bytes_(BuildGauge().Name("tqserve_responses_stored_bytes").Help("Bytes of the stored responses")
+                           .Register(*registry_).Add({})),
+      responses_evicted_(BuildCounter().Name("tqserve_responses_evicted_total")
+                             .Help("Stored responses dropped for space or age").Register(*registry_).Add({})),
       kv_capacity_bytes_(kv_capacity_bytes) {
   kv_capacity_.Set(static_cast<double>(kv_capacity_bytes));
 }
@@ -74,6 +81,14 @@ void Metrics::ObserveFinished(const engine::GenerateEvent& e) {
 }
 
 void Metrics::SetDraining(bool draining) { draining_.Set(draining ? 1 : 0); }
+
+void Metrics::SetResponseStore(const ResponseStoreStats& s) {
+  std::lock_guard<std::mutex> lock(scrape_mu_);
+  responses_stored_.Set(static_cast<double>(s.entries));
+  responses_bytes_.Set(static_cast<double>(s.bytes));
+  if (s.evicted_total > last_evicted_) responses_evicted_.Increment(static_cast<double>(s.evicted_total - last_evicted_));
+  last_evicted_ = s.evicted_total;
+}
 
 std::string Metrics::Scrape(const engine::EngineStats& s) {
   std::lock_guard<std::mutex> lock(scrape_mu_);

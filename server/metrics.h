@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "engine/api.h"
+#include "server/response_store.h"
 
 namespace tq::server {
 
@@ -27,6 +28,8 @@ class Metrics {
   // After a request's final event.
   void ObserveFinished(const engine::GenerateEvent& final_event);
   void SetDraining(bool draining);
+  // The /v1/responses store's occupancy (before Scrape).
+  void SetResponseStore(const ResponseStoreStats& stats);
 
   // Refreshes the gauges from the engine and returns the text exposition format.
   std::string Scrape(const engine::EngineStats& stats);
@@ -47,6 +50,10 @@ class Metrics {
   prometheus::Gauge& kv_capacity_;
   prometheus::Gauge& draining_;
   prometheus::Counter& engine_steps_;
+  prometheus::Gauge& responses_stored_;
+  prometheus::Gauge& responses_bytes_;
+  prometheus::Counter& responses_evicted_;
+  uint64_t last_evicted_ = 0;  // guarded by scrape_mu_
   std::mutex scrape_mu_;  // guards last_steps_
   uint64_t last_steps_ = 0;
   uint64_t kv_capacity_bytes_;

@@ -37,7 +37,7 @@ std::string_view PathOf(const HttpRequest& req) {
 // Routes that need the API key when keys are configured.
 bool IsApiRoute(std::string_view path) {
   return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/models" ||
-         path == "/v1/embeddings" ||
+         path == "/v1/embeddings" || path == "/v1/responses" || path.rfind("/v1/responses/", 0) == 0 ||
          path == "/tokenize" || path == "/detokenize" || path == "/kv/state";
 }
 
@@ -78,6 +78,7 @@ void Router::Handle(const HttpRequest& req, ResponseWriter& w) {
   if (path == "/metrics" && get) {
     HttpResponse r{http::status::ok, 11};
     r.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+    if (options_.responses != nullptr) metrics_->SetResponseStore(options_.responses->Stats());
     r.body() = metrics_->Scrape(engine_->Stats());
     w.Send(std::move(r));
     return;
@@ -103,6 +104,9 @@ void Router::Handle(const HttpRequest& req, ResponseWriter& w) {
     w.Send(Unauthorized());
     return;
   }
+  if (path.rfind("/v1/responses/", 0) == 0) {
+    return StoredResponseRoute(req, w, std::string(path.substr(std::string_view("/v1/responses/").size())));
+  }
   const bool wants_post = path != "/v1/models" && path != "/kv/state";
   if ((wants_post && !post) || (!wants_post && !get)) {
     w.Send(ErrorResponse(http::status::method_not_allowed,
@@ -114,6 +118,7 @@ void Router::Handle(const HttpRequest& req, ResponseWriter& w) {
   if (path == "/tokenize") return Tokenize(req, w);
   if (path == "/detokenize") return Detokenize(req, w);
   if (path == "/v1/embeddings") return Embeddings(req, w);
+  if (path == "/v1/responses") return Responses(req, w);
   Completions(req, w, path == "/v1/chat/completions");
 }
 

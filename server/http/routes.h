@@ -11,6 +11,7 @@
 #include "server/http/http_server.h"
 #include "server/http/openai.h"
 #include "server/metrics.h"
+#include "server/response_store.h"
 #include "server/server_state.h"
 
 namespace tq::server {
@@ -19,6 +20,7 @@ struct RouterOptions {
   ApiContext api;
   const ApiKeys* api_keys = nullptr;  // null: no authentication
   bool web_ui = true;                 // GET / serves the built-in page (its data routes need the API key)
+  ResponseStore* responses = nullptr; // /v1/responses store (store: true, previous_response_id)
 };
 
 class Router {
@@ -38,6 +40,9 @@ class Router {
   void Detokenize(const HttpRequest& request, ResponseWriter& writer);
   void Models(ResponseWriter& writer);
   void Embeddings(const HttpRequest& request, ResponseWriter& writer);  // server/http/embeddings.cc
+  // POST /v1/responses; GET and DELETE /v1/responses/{id} (server/http/responses.cc).
+  void Responses(const HttpRequest& request, ResponseWriter& writer);
+  void StoredResponseRoute(const HttpRequest& request, ResponseWriter& writer, const std::string& id);
   void KvState(ResponseWriter& writer);
   bool Authorized(const HttpRequest& request) const;
 
