@@ -34,6 +34,10 @@ for t in "${targets[@]}"; do
       > "$corpus/completion-ids"
     printf '\x01{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi"}]}],"logprobs":true,"top_logprobs":3,"max_completion_tokens":4}' \
       > "$corpus/chat"
+    printf '\x01{"messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"p","strict":true,"schema":{"type":"object","properties":{"a":{"type":"array","items":{"enum":[1,"x"]},"maxItems":3},"b":{"anyOf":[{"type":"integer","minimum":0},{"$ref":"#/$defs/s"}]}},"required":["a"],"$defs":{"s":{"type":"string","pattern":"^[a-z]+$"}}}}},"logit_bias":{"5":-100}}' \
+      > "$corpus/chat-schema"
+    printf '\x01{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"1"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"x":{"type":"integer"}}}}}],"tool_choice":"required","parallel_tool_calls":false,"cache_salt":"t"}' \
+      > "$corpus/chat-tools"
     printf '\x02POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 46\r\n\r\n{"messages":[{"role":"user","content":"Hi"}]}\n' \
       > "$corpus/http"
     printf '\x02POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n{"prompt":"abc"}\r\n0\r\n\r\n' \

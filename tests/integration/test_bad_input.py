@@ -27,7 +27,7 @@ CASES = [
     ("empty messages", "/v1/chat/completions", {"messages": []}, 400, "messages"),
     ("bad role", "/v1/chat/completions", {"messages": [{"role": "robot", "content": "x"}]}, 400, "messages"),
     ("invalid UTF-8", "/v1/completions", b'{"prompt": "\xff\xfe bad"}', 400, None),
-    ("unknown route", "/v1/embeddings", {"input": "x"}, 404, None),
+    ("unknown route", "/v1/audio/speech", {"input": "x"}, 404, None),
 ]
 
 

@@ -229,7 +229,6 @@ BAD = [
     ("logit_bias", {"logit_bias": {str(i): 1 for i in range(301)}}, "at most 300"),
     ("foo", {"foo": 1}, "unknown field 'foo'"),
     ("functions", {"functions": [{"name": "f"}]}, "not supported"),
-    ("cache_salt", {"cache_salt": "tenant-a"}, "not supported"),
     ("user", {"user": 5}, "string"),
 ]
 
