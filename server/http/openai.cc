@@ -411,18 +411,18 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
   if (!ParseLogitBias(body, ctx, &r, error) || !ParseResponseFormat(body, ctx, &r, error)) return std::nullopt;
   if (f.Has("cache_salt")) {
     const json& salt = body["cache_salt"];
-    Status s = salt.is_string() ? ApplyCacheSalt(salt.get<std::string>(), &r)
-                                : InvalidArgumentError("'cache_salt' must be a string");
-    if (!s.ok()) {
-      f.Fail("cache_salt", s.message());
+    Status st = salt.is_string() ? ApplyCacheSalt(salt.get<std::string>(), &r)
+                                 : InvalidArgumentError("'cache_salt' must be a string");
+    if (!st.ok()) {
+      f.Fail("cache_salt", st.message());
       return std::nullopt;
     }
   }
-  if (Status s = ApplyTools(&job.tools, ctx.limits, *ctx.engine, &r); !s.ok()) {
-    error->status = s;
-    error->param = s.message().rfind("tool_choice", 0) == 0       ? "tool_choice"
-                   : s.message().rfind("response_format", 0) == 0 ? "response_format"
-                                                                  : "tools";
+  if (Status st = ApplyTools(&job.tools, ctx.limits, *ctx.engine, &r); !st.ok()) {
+    error->status = st;
+    error->param = st.message().rfind("tool_choice", 0) == 0       ? "tool_choice"
+                   : st.message().rfind("response_format", 0) == 0 ? "response_format"
+                                                                   : "tools";
     return std::nullopt;
   }
   // The server's limits (prompt length, max_tokens, stop strings) are checked by the admission path,

@@ -152,8 +152,10 @@ def test_json_object(client, model_id):
 
 
 def test_json_object_with_several_choices(client, model_id):
+    # Each choice has its own matcher. Greedy: a sampled object may run past any max_tokens on a 135M model (the
+    # schema table's sampled runs use bounded schemas instead).
     r = client.chat.completions.create(model=model_id, messages=[{"role": "user", "content": "Give a JSON object with one key."}],
-                                       max_tokens=400, temperature=1.0, seed=3, n=3,
+                                       max_tokens=400, temperature=0, n=3,
                                        response_format={"type": "json_object"})
     assert len(r.choices) == 3
     for c in r.choices:

@@ -81,7 +81,9 @@ TEST(ChatPromptTest, SegmentsJoinToTheRenderedPrompt) {
     std::string joined;
     for (const ChatSegment& s : *segments) {
       joined += s.text;
-      if (!s.marker) EXPECT_TRUE(s.text == "S" || s.text == "A" || s.text == "B" || s.text == "C") << s.text;
+      if (!s.marker) {
+        EXPECT_TRUE(s.text == "S" || s.text == "A" || s.text == "B" || s.text == "C") << s.text;
+      }
     }
     EXPECT_EQ(joined, *RenderChat(t, m)) << ChatFormatName(f);
   }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "storage/io_queue.h"
@@ -47,7 +48,8 @@ inline bool UringAvailable(std::string* why) {
 #define TQ_SKIP_IF_NO_BACKEND(backend)                                                       \
   do {                                                                                       \
     std::string why_;                                                                        \
-    if ((backend) == "io_uring" && !::tq::storage::testing::UringAvailable(&why_)) {         \
+    if (std::string_view(backend) == "io_uring" &&                                           \
+        !::tq::storage::testing::UringAvailable(&why_)) {                                    \
       GTEST_SKIP() << "io_uring unavailable in this environment (" << why_ << "); skipping"; \
     }                                                                                        \
   } while (0)
