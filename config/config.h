@@ -39,7 +39,8 @@ struct ServerConfig {
   std::string chat_format = "auto";  // auto (from the GGUF's template) | chatml | llama3 | mistral
   bool chat_control_tokens = false;  // control-token text in chat message content becomes control tokens
   std::string api_keys;         // comma-separated; empty (and no api_key_file) = no authentication
-  std::string api_key_file;     // one key per line; re-read on SIGHUP
+  std::string api_key_file;     // one key per line ("admin KEY" for an admin key); re-read on SIGHUP
+  std::string admin_api_keys;   // comma-separated keys that see and may act on every tenant's requests
   std::string tls_cert_file;    // PEM certificate chain; with tls_key_file: both front ends serve TLS only
   std::string tls_key_file;     // PEM private key of that certificate; both set or neither
   bool web_ui = true;           // GET / serves the built-in page (chat and the KV cache map)

@@ -94,9 +94,15 @@ std::vector<Option> BuildOptionTable(Config* c) {
       StringField(&c->server.api_keys, ""));
   t.back().secret = true;
   Add(&t, "server.api_key_file", "api-key-file",
-      "File of API keys, one per line (blank lines and # comments ignored), read at start and again on SIGHUP; "
-      "adds to server.api_keys",
+      "File of API keys, one per line (blank lines and # comments ignored; \"admin KEY\" marks an admin key), read at "
+      "start and again on SIGHUP; adds to server.api_keys",
       StringField(&c->server.api_key_file, ""));
+  Add(&t, "server.admin_api_keys", "admin-api-keys",
+      "Comma-separated API keys that may act on every tenant (abort any request, see every KV event and stored "
+      "response); each other key is a tenant of its own: its prefix-cache pages, stored responses, aborts and KV "
+      "events are its own",
+      StringField(&c->server.admin_api_keys, ""));
+  t.back().secret = true;
   Add(&t, "server.tls_cert_file", "tls-cert-file",
       "PEM certificate (chain) file; with server.tls_key_file, HTTP and gRPC serve TLS only; empty = plain",
       StringField(&c->server.tls_cert_file, ""));

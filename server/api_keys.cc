@@ -25,6 +25,22 @@ std::array<unsigned char, 32> DigestOf(std::string_view key) {
   return d;
 }
 
+// A key's tenant name: 8 bytes of a SHA-256 over a fixed prefix and the key, in hex (a different digest from the
+// one compared, so it says nothing about that one).
+std::string TenantOf(std::string_view key) {
+  std::string input = "tqserve-tenant:";
+  input += key;
+  unsigned char d[32];
+  SHA256(reinterpret_cast<const unsigned char*>(input.data()), input.size(), d);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 8; ++i) {
+    out += kHex[d[i] >> 4];
+    out += kHex[d[i] & 15];
+  }
+  return out;
+}
+
 StatusOr<std::vector<std::string>> ReadKeyFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return NotFoundError("cannot read the API key file " + path + " (server.api_key_file)");
@@ -46,48 +62,58 @@ StatusOr<std::vector<std::string>> ReadKeyFile(const std::string& path) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<ApiKeys>> ApiKeys::Load(const std::string& inline_keys, const std::string& key_file) {
-  std::vector<Digest> inline_digests;
-  std::stringstream in(inline_keys);
-  std::string key;
-  while (std::getline(in, key, ',')) {
-    key = Trim(key);
-    if (!key.empty()) inline_digests.push_back(DigestOf(key));
+StatusOr<std::unique_ptr<ApiKeys>> ApiKeys::Load(const std::string& inline_keys, const std::string& key_file,
+                                                  const std::string& admin_keys) {
+  std::vector<Key> keys;
+  for (const auto& [list, admin] : {std::pair{&inline_keys, false}, std::pair{&admin_keys, true}}) {
+    std::stringstream in(*list);
+    std::string key;
+    while (std::getline(in, key, ',')) {
+      key = Trim(key);
+      if (!key.empty()) keys.push_back({DigestOf(key), admin, TenantOf(key)});
+    }
   }
-  std::unique_ptr<ApiKeys> keys(new ApiKeys(std::move(inline_digests), key_file));
-  keys->current_ = std::make_shared<const std::vector<Digest>>(keys->inline_);
-  if (!key_file.empty()) TQ_RETURN_IF_ERROR(keys->Reload().status());
-  return keys;
+  std::unique_ptr<ApiKeys> out(new ApiKeys(std::move(keys), key_file));
+  out->current_ = std::make_shared<const std::vector<Key>>(out->inline_);
+  if (!key_file.empty()) TQ_RETURN_IF_ERROR(out->Reload().status());
+  return out;
 }
 
 StatusOr<size_t> ApiKeys::Reload() {
-  std::vector<Digest> all = inline_;
+  std::vector<Key> all = inline_;
   if (!key_file_.empty()) {
     TQ_ASSIGN_OR_RETURN(const std::vector<std::string> file_keys, ReadKeyFile(key_file_));
-    for (const std::string& k : file_keys) all.push_back(DigestOf(k));
+    for (const std::string& line : file_keys) {
+      const bool admin = line.rfind("admin ", 0) == 0;
+      const std::string key = admin ? Trim(line.substr(6)) : line;
+      all.push_back({DigestOf(key), admin, TenantOf(key)});
+    }
   }
   const size_t n = all.size();
   std::lock_guard<std::mutex> lock(mu_);
-  current_ = std::make_shared<const std::vector<Digest>>(std::move(all));
+  current_ = std::make_shared<const std::vector<Key>>(std::move(all));
   return n;
 }
 
-std::shared_ptr<const std::vector<ApiKeys::Digest>> ApiKeys::Current() const {
+std::shared_ptr<const std::vector<ApiKeys::Key>> ApiKeys::Current() const {
   std::lock_guard<std::mutex> lock(mu_);
   return current_;
 }
 
 bool ApiKeys::required() const { return !Current()->empty(); }
 
-bool ApiKeys::Accepts(std::string_view authorization) const {
+Caller ApiKeys::Identify(std::string_view authorization) const {
   const auto keys = Current();
-  if (keys->empty()) return true;
-  if (!authorization.starts_with(kBearer)) return false;
+  if (keys->empty()) return {true, true, ""};
+  if (!authorization.starts_with(kBearer)) return {};
   const Digest presented = DigestOf(authorization.substr(kBearer.size()));
   // Every key is compared in full; no early exit.
-  int matched = 0;
-  for (const Digest& d : *keys) matched |= CRYPTO_memcmp(d.data(), presented.data(), d.size()) == 0 ? 1 : 0;
-  return matched != 0;
+  const Key* match = nullptr;
+  for (const Key& k : *keys) {
+    if (CRYPTO_memcmp(k.digest.data(), presented.data(), presented.size()) == 0) match = &k;
+  }
+  if (match == nullptr) return {};
+  return {true, match->admin, match->tenant};
 }
 
 }  // namespace tq::server

@@ -18,11 +18,21 @@
 
 namespace tq::server {
 
+// Who sent a request. Tenants keep apart: each key is its own tenant for the prefix cache, stored responses, Abort
+// and KV events; an admin key sees and may act on everything.
+struct Caller {
+  bool accepted = false;
+  bool admin = false;  // an admin key, or no keys configured (one tenant, the operator's)
+  std::string tenant;  // 16 hex digits naming the key (a hash; not the key); "" when no keys are configured
+};
+
 class ApiKeys {
  public:
-  // `inline_keys`: comma-separated; `key_file`: "" or a file of one key per line (blank lines and lines starting
-  // with # ignored). Errors: the file cannot be read, or holds no key.
-  static StatusOr<std::unique_ptr<ApiKeys>> Load(const std::string& inline_keys, const std::string& key_file);
+  // `inline_keys` and `admin_keys`: comma-separated; `key_file`: "" or a file of one key per line (blank lines and
+  // lines starting with # ignored; "admin KEY" marks an admin key). Errors: the file cannot be read, or holds no
+  // key.
+  static StatusOr<std::unique_ptr<ApiKeys>> Load(const std::string& inline_keys, const std::string& key_file,
+                                                 const std::string& admin_keys = "");
 
   // Reads the key file again; on error the current keys stay and the error is returned. Returns the key count.
   StatusOr<size_t> Reload();
@@ -31,18 +41,25 @@ class ApiKeys {
   bool required() const;
   // Whether `authorization` (the HTTP Authorization header or gRPC authorization metadata) is "Bearer KEY" for a
   // configured KEY.
-  bool Accepts(std::string_view authorization) const;
+  bool Accepts(std::string_view authorization) const { return Identify(authorization).accepted; }
+  // The caller `authorization` names (every key compared in full, as in Accepts).
+  Caller Identify(std::string_view authorization) const;
 
  private:
   using Digest = std::array<unsigned char, 32>;
-  ApiKeys(std::vector<Digest> inline_digests, std::string key_file)
-      : inline_(std::move(inline_digests)), key_file_(std::move(key_file)) {}
-  std::shared_ptr<const std::vector<Digest>> Current() const;
+  struct Key {
+    Digest digest;
+    bool admin = false;
+    std::string tenant;
+  };
+  ApiKeys(std::vector<Key> inline_keys, std::string key_file)
+      : inline_(std::move(inline_keys)), key_file_(std::move(key_file)) {}
+  std::shared_ptr<const std::vector<Key>> Current() const;
 
-  const std::vector<Digest> inline_;
+  const std::vector<Key> inline_;
   const std::string key_file_;
   mutable std::mutex mu_;  // guards current_
-  std::shared_ptr<const std::vector<Digest>> current_;  // inline_ plus the file's
+  std::shared_ptr<const std::vector<Key>> current_;  // inline_ plus the file's
 };
 
 }  // namespace tq::server

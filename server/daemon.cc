@@ -61,7 +61,7 @@ int RunDaemon(const config::Config& cfg) {
   }
   const char* const transport = tls_context ? "TLS" : "plaintext";
   // API keys are read before the model loads too: a missing key file fails at once.
-  auto api_keys = ApiKeys::Load(cfg.server.api_keys, cfg.server.api_key_file);
+  auto api_keys = ApiKeys::Load(cfg.server.api_keys, cfg.server.api_key_file, cfg.server.admin_api_keys);
   if (!api_keys.ok()) {
     spdlog::error("{}", api_keys.status().ToString());
     return 1;

@@ -48,6 +48,13 @@ std::string_view OutcomeName(Outcome outcome) {
   return "error";
 }
 
+std::optional<std::string> Generation::OwnerOf(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(owners_mu_);
+  auto it = owners_.find(id);
+  if (it == owners_.end()) return std::nullopt;
+  return it->second;
+}
+
 Generation::Generation(RequestLimits limits, engine::EngineApi* engine, Metrics* metrics, ServerState* state)
     : limits_(limits), engine_(engine), metrics_(metrics), state_(state) {
   const engine::ModelInfo info = engine->Info();
@@ -57,7 +64,7 @@ Generation::Generation(RequestLimits limits, engine::EngineApi* engine, Metrics*
 
 StatusOr<GenerationResult> Generation::Run(std::string_view endpoint, std::vector<engine::GenerateRequest> choices,
                                            const RequestDeadline& deadline, GenerationStream& stream,
-                                           std::string* limit_field, int max_choices) {
+                                           std::string* limit_field, int max_choices, const std::string& tenant) {
   if (max_choices <= 0) max_choices = limits_.max_n;
   if (choices.empty() || static_cast<int>(choices.size()) > max_choices) {
     metrics_->CountRequest(endpoint, "invalid");
@@ -89,6 +96,25 @@ StatusOr<GenerationResult> Generation::Run(std::string_view endpoint, std::vecto
 
   const int n = static_cast<int>(choices.size());
   const std::string first_id = choices.front().id;
+  // Ownership of the choices' ids while they run and for a while after (events name finished requests too).
+  std::vector<std::string> ids;
+  for (const engine::GenerateRequest& r : choices) ids.push_back(r.id);
+  {
+    std::lock_guard<std::mutex> lock(owners_mu_);
+    for (const std::string& id : ids) owners_[id] = tenant;
+  }
+  struct Finished {
+    Generation* g;
+    const std::vector<std::string>& ids;
+    ~Finished() {
+      std::lock_guard<std::mutex> lock(g->owners_mu_);
+      for (const std::string& id : ids) g->finished_.push_back(id);
+      while (g->finished_.size() > kRecentOwners) {
+        g->owners_.erase(g->finished_.front());
+        g->finished_.pop_front();
+      }
+    }
+  } finished{this, ids};
   auto channel = std::make_shared<EventChannel>();
   Choices admitted(engine_);
   for (int i = 0; i < n; ++i) {

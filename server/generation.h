@@ -8,7 +8,10 @@
 // choice has its final event. The engine thread only pushes events into the request's EventChannel.
 #pragma once
 
+#include <deque>
+#include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,7 +70,13 @@ class Generation {
   // engine queue full). What happened after admission is in the result.
   StatusOr<GenerationResult> Run(std::string_view endpoint, std::vector<engine::GenerateRequest> choices,
                                  const RequestDeadline& deadline, GenerationStream& stream,
-                                 std::string* limit_field = nullptr, int max_choices = 0);
+                                 std::string* limit_field = nullptr, int max_choices = 0,
+                                 const std::string& tenant = "");
+
+  // The tenant (ApiKeys' Caller::tenant) whose request `id` is, for requests running now and the last
+  // kRecentOwners that finished; nullopt when unknown. Abort and the KV event stream are scoped with it.
+  std::optional<std::string> OwnerOf(const std::string& id) const;
+  static constexpr size_t kRecentOwners = 4096;
 
  private:
   RequestLimits limits_;
@@ -76,6 +85,9 @@ class Generation {
   engine::EngineApi* engine_;
   Metrics* metrics_;
   ServerState* state_;
+  mutable std::mutex owners_mu_;
+  std::unordered_map<std::string, std::string> owners_;  // request id -> tenant, running and recent
+  std::deque<std::string> finished_;                     // recent ids in finishing order (bounded)
 };
 
 }  // namespace tq::server

@@ -106,6 +106,10 @@ Status ApplyCacheSalt(const std::string& salt, engine::GenerateRequest* request)
   return Status::Ok();
 }
 
+std::string TenantCacheSalt(const std::string& tenant, const std::string& salt) {
+  return tenant.empty() ? salt : "key:" + tenant + "/" + salt;
+}
+
 Status ApplyLogitBias(const std::vector<std::pair<int64_t, double>>& bias, const RequestLimits& limits,
                       int vocab_size, engine::GenerateRequest* request) {
   if (static_cast<int64_t>(bias.size()) > limits.max_logit_bias) {

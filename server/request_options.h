@@ -69,6 +69,10 @@ void NameToolCalls(std::vector<engine::ToolCall>* calls);
 // prompt KV only with requests of the same salt.
 Status ApplyCacheSalt(const std::string& salt, engine::GenerateRequest* request);
 
+// The prefix-cache salt of a request from `tenant` (Caller::tenant) that asked for `salt`: each API key's requests
+// share cached KV only among themselves ("" tenant: no keys configured, the salt as given).
+std::string TenantCacheSalt(const std::string& tenant, const std::string& salt);
+
 // Sets request->sampling.logit_bias. invalid_argument for more than limits.max_logit_bias entries, an id outside
 // [0, vocab_size) or a bias outside [-100, 100].
 Status ApplyLogitBias(const std::vector<std::pair<int64_t, double>>& bias, const RequestLimits& limits,

@@ -22,6 +22,7 @@ struct StoredResponse {
   std::vector<engine::ChatMessage> conversation;  // input history, this request's input, then its output
   std::string response_json;                      // the response object as returned
   std::string cache_salt;                         // the KV namespace its turns used
+  std::string tenant;                             // the API key's tenant that made it (ApiKeys' Caller)
 };
 
 struct ResponseStoreStats {

@@ -78,13 +78,17 @@ InferenceService::InferenceService(ApiContext api, const ApiKeys* api_keys, engi
       metrics_(metrics),
       state_(state) {}
 
-grpc::Status InferenceService::CheckKey(grpc::ServerContext* context) const {
-  if (api_keys_ == nullptr) return grpc::Status::OK;
+Caller InferenceService::CallerOf(grpc::ServerContext* context) const {
+  if (api_keys_ == nullptr) return {true, true, ""};
   const auto& md = context->client_metadata();
   auto it = md.find("authorization");
   const std::string_view value =
       it == md.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
-  if (api_keys_->Accepts(value)) return grpc::Status::OK;
+  return api_keys_->Identify(value);
+}
+
+grpc::Status InferenceService::CheckKey(grpc::ServerContext* context) const {
+  if (CallerOf(context).accepted) return grpc::Status::OK;
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                       "a valid API key is required (metadata authorization: Bearer KEY)");
 }
@@ -150,6 +154,7 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
                                         grpc::ServerWriter<v1::GenerateResponse>* writer) {
   RequestDeadline deadline(generation_->limits().request_timeout_s);
   deadline.Tighten(context->deadline());
+  const Caller caller = CallerOf(context);
   if (auto s = CheckKey(context); !s.ok()) return s;
   if (state_->draining) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is draining");
   if (!in->model().empty() && in->model() != api_.model_id) {
@@ -241,12 +246,13 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
   }
   if (auto st = ApplyTools(&tools, generation_->limits(), *engine_, &r); !st.ok()) return ToGrpc(st);
   if (auto st = ApplyCacheSalt(in->cache_salt(), &r); !st.ok()) return ToGrpc(st);
+  r.cache_salt = TenantCacheSalt(caller.tenant, r.cache_salt);
 
   const std::string id = r.id;
   std::vector<engine::GenerateRequest> choices;
   choices.push_back(std::move(r));
   GrpcStream stream(context, writer, sp.logprobs(), *engine_, tools);
-  auto run = generation_->Run("grpc.Generate", std::move(choices), deadline, stream);
+  auto run = generation_->Run("grpc.Generate", std::move(choices), deadline, stream, nullptr, 0, caller.tenant);
   if (!run.ok()) return ToGrpc(run.status());
   const GenerationResult& result = *run;
   switch (result.outcome) {
@@ -301,6 +307,7 @@ grpc::Status InferenceService::Embed(grpc::ServerContext* context, const v1::Emb
                                      v1::EmbedResponse* out) {
   RequestDeadline deadline(generation_->limits().request_timeout_s);
   deadline.Tighten(context->deadline());
+  const Caller caller = CallerOf(context);
   if (auto s = CheckKey(context); !s.ok()) return s;
   if (!in->model().empty() && in->model() != api_.model_id) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "model '" + in->model() + "' is not served here");
@@ -334,11 +341,12 @@ grpc::Status InferenceService::Embed(grpc::ServerContext* context, const v1::Emb
     }
     r.embed = true;
     r.max_tokens = 1;
+    r.cache_salt = TenantCacheSalt(caller.tenant, "");
     inputs.push_back(std::move(r));
   }
   EmbedStream stream(context);
   auto run = generation_->Run("grpc.Embed", std::move(inputs), deadline, stream, nullptr,
-                              generation_->limits().max_embedding_inputs);
+                              generation_->limits().max_embedding_inputs, caller.tenant);
   if (!run.ok()) return ToGrpc(run.status());
   switch (run->outcome) {
     case Outcome::kSuccess: break;
@@ -441,6 +449,13 @@ grpc::Status InferenceService::GetServerInfo(grpc::ServerContext* context, const
 
 grpc::Status InferenceService::Abort(grpc::ServerContext* context, const v1::AbortRequest* in, v1::AbortResponse* out) {
   if (auto s = CheckKey(context); !s.ok()) return s;
+  // A key may abort only its own requests (an admin key any): another's is "not found", as if absent.
+  const Caller caller = CallerOf(context);
+  const std::optional<std::string> owner = generation_->OwnerOf(in->request_id());
+  if (!caller.admin && (!owner || *owner != caller.tenant)) {
+    out->set_found(false);
+    return grpc::Status::OK;
+  }
   out->set_found(engine_->Abort(in->request_id()));
   return grpc::Status::OK;
 }
@@ -448,12 +463,22 @@ grpc::Status InferenceService::Abort(grpc::ServerContext* context, const v1::Abo
 grpc::Status InferenceService::SubscribeKvEvents(grpc::ServerContext* context, const v1::SubscribeKvEventsRequest* in,
                                                  grpc::ServerWriter<v1::KvEvent>* writer) {
   if (auto s = CheckKey(context); !s.ok()) return s;
+  // A key sees only the events of its own requests (an admin key all, pages the prefix cache holds alone too).
+  const Caller caller = CallerOf(context);
   // from_sequence 0: only new events; otherwise replay from that number (or from the oldest still held).
   uint64_t after = in->from_sequence() == 0 ? engine_->LastKvEvent() : in->from_sequence() - 1;
   while (!context->IsCancelled()) {
     uint64_t first = 0;
     const std::vector<engine::KvEventRecord> events = engine_->KvEventsSince(after, 256, 200, &first);
     for (const engine::KvEventRecord& e : events) {
+      if (!caller.admin) {
+        const std::optional<std::string> owner =
+            e.request_id.empty() ? std::nullopt : generation_->OwnerOf(e.request_id);
+        if (!owner || *owner != caller.tenant) {
+          after = e.seq;
+          continue;
+        }
+      }
       v1::KvEvent msg;
       msg.set_sequence_number(e.seq);
       switch (e.kind) {

@@ -45,6 +45,8 @@ class InferenceService final : public tqserve::v1::Inference::Service {
 
  private:
   grpc::Status CheckKey(grpc::ServerContext* context) const;
+  // Who the call is from (metadata authorization); everyone is the one admin tenant when no keys are set.
+  Caller CallerOf(grpc::ServerContext* context) const;
 
   ApiContext api_;
   const ApiKeys* api_keys_;

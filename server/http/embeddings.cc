@@ -119,7 +119,7 @@ Status ParseEmbeddings(const json& body, const ApiContext& ctx, EmbeddingJob* jo
 
 }  // namespace
 
-void Router::Embeddings(const HttpRequest& req, ResponseWriter& w) {
+void Router::Embeddings(const HttpRequest& req, ResponseWriter& w, const Caller& caller) {
   const std::string endpoint = "/v1/embeddings";
   RequestDeadline deadline(generation_->limits().request_timeout_s);
   auto body = ParseJson(req, w);
@@ -142,12 +142,13 @@ void Router::Embeddings(const HttpRequest& req, ResponseWriter& w) {
     r.prompt = std::move(job.inputs[i]);
     r.embed = true;
     r.max_tokens = 1;  // nothing is generated; the limits see one token
+    r.cache_salt = TenantCacheSalt(caller.tenant, "");  // the pages it offers stay the tenant's
     inputs.push_back(std::move(r));
   }
   EmbeddingStream stream(w);
   std::string field;
   auto run = generation_->Run(endpoint, std::move(inputs), deadline, stream, &field,
-                              options_.api.limits.max_embedding_inputs);
+                              options_.api.limits.max_embedding_inputs, caller.tenant);
   if (!run.ok()) {
     w.Send(StatusResponse(run.status(), field == "prompt" ? "input" : field == "n" ? "input" : field));
     return;

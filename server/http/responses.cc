@@ -190,7 +190,7 @@ std::optional<FieldError> ParseText(const json& body, ResponseFormat* format, js
 }
 
 std::optional<FieldError> ParseResponses(const json& body, const ApiContext& ctx, ResponseStore* store,
-                                         ResponsesJob* job) {
+                                         const Caller& caller, ResponsesJob* job) {
   if (!body.is_object()) return FieldError{InvalidArgumentError("the request body must be a JSON object"), ""};
   for (const auto& [key, value] : body.items()) {
     if (kFields.count(key) || ctx.ignore_unknown_fields) continue;
@@ -283,6 +283,7 @@ std::optional<FieldError> ParseResponses(const json& body, const ApiContext& ctx
     }
     job->previous_response_id = body["previous_response_id"].get<std::string>();
     std::optional<StoredResponse> prev = store ? store->Get(job->previous_response_id) : std::nullopt;
+    if (prev && prev->tenant != caller.tenant && !caller.admin) prev.reset();  // another key's: not here
     if (!prev) {
       return FieldError{NotFoundError("no stored response '" + job->previous_response_id +
                                       "' (never stored, expired or evicted)"),
@@ -464,7 +465,7 @@ json ResponseObject(const ResponsesJob& job, const std::string& id, int64_t crea
 
 }  // namespace
 
-void Router::Responses(const HttpRequest& req, ResponseWriter& w) {
+void Router::Responses(const HttpRequest& req, ResponseWriter& w, const Caller& caller) {
   const std::string endpoint = "/v1/responses";
   RequestDeadline deadline(generation_->limits().request_timeout_s);
   if (state_->draining) {
@@ -478,7 +479,7 @@ void Router::Responses(const HttpRequest& req, ResponseWriter& w) {
     return;
   }
   ResponsesJob job;
-  if (auto e = ParseResponses(*body, options_.api, options_.responses, &job)) {
+  if (auto e = ParseResponses(*body, options_.api, options_.responses, caller, &job)) {
     metrics_->CountRequest(endpoint, "invalid");
     w.Send(StatusResponse(e->status, e->param));
     return;
@@ -487,11 +488,12 @@ void Router::Responses(const HttpRequest& req, ResponseWriter& w) {
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const std::string& model = options_.api.model_id;
   job.request.id = id;
+  job.request.cache_salt = TenantCacheSalt(caller.tenant, job.request.cache_salt);
   std::vector<engine::GenerateRequest> choices{job.request};
   ResponsesStream stream(job, w);
   stream.set_skeleton(ResponseObject(job, id, created, model, "in_progress"));
   std::string field;
-  auto run = generation_->Run(endpoint, std::move(choices), deadline, stream, &field);
+  auto run = generation_->Run(endpoint, std::move(choices), deadline, stream, &field, 0, caller.tenant);
   if (!run.ok()) {
     w.Send(StatusResponse(run.status(), field == "prompt" ? "input" : field == "max_tokens" ? "max_output_tokens"
                                                                                              : field));
@@ -529,6 +531,7 @@ void Router::Responses(const HttpRequest& req, ResponseWriter& w) {
     stored.conversation.push_back(std::move(out));
     stored.response_json = text;
     stored.cache_salt = job.request.cache_salt;
+    stored.tenant = caller.tenant;
     options_.responses->Put(std::move(stored));
   }
   if (job.stream) {
@@ -546,7 +549,8 @@ void Router::Responses(const HttpRequest& req, ResponseWriter& w) {
   w.Send(JsonResponse(http::status::ok, text));
 }
 
-void Router::StoredResponseRoute(const HttpRequest& req, ResponseWriter& w, const std::string& id) {
+void Router::StoredResponseRoute(const HttpRequest& req, ResponseWriter& w, const std::string& id,
+                                 const Caller& caller) {
   const bool get = req.method() == http::verb::get, del = req.method() == http::verb::delete_;
   if (!get && !del) {
     w.Send(ErrorResponse(http::status::method_not_allowed, "/v1/responses/{id} takes GET or DELETE",
@@ -557,15 +561,16 @@ void Router::StoredResponseRoute(const HttpRequest& req, ResponseWriter& w, cons
     w.Send(StatusResponse(NotFoundError("no stored response '" + id + "'"), "response_id"));
     return;
   }
+  auto stored = options_.responses->Get(id);
+  if (stored && stored->tenant != caller.tenant && !caller.admin) stored.reset();  // another key's: not here
   if (del) {
-    if (!options_.responses->Erase(id)) {
+    if (!stored || !options_.responses->Erase(id)) {
       w.Send(StatusResponse(NotFoundError("no stored response '" + id + "'"), "response_id"));
       return;
     }
     w.Send(JsonResponse(http::status::ok, json{{"id", id}, {"object", "response.deleted"}, {"deleted", true}}.dump()));
     return;
   }
-  auto stored = options_.responses->Get(id);
   if (!stored) {
     w.Send(StatusResponse(NotFoundError("no stored response '" + id + "' (never stored, expired or evicted)"),
                           "response_id"));

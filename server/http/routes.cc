@@ -19,12 +19,12 @@ Router::Router(RouterOptions options, engine::EngineApi* engine, Generation* gen
                ServerState* state)
     : options_(std::move(options)), engine_(engine), generation_(generation), metrics_(metrics), state_(state) {}
 
-bool Router::Authorized(const HttpRequest& req) const {
-  if (options_.api_keys == nullptr) return true;
+Caller Router::Identify(const HttpRequest& req) const {
+  if (options_.api_keys == nullptr) return {true, true, ""};
   const auto it = req.find(http::field::authorization);
   const std::string_view value =
       it == req.end() ? std::string_view() : std::string_view(it->value().data(), it->value().size());
-  return options_.api_keys->Accepts(value);
+  return options_.api_keys->Identify(value);
 }
 
 namespace {
@@ -51,7 +51,7 @@ HttpResponse Unauthorized() {
 std::optional<HttpResponse> Router::CheckHeader(const HttpRequest& header) {
   const std::string_view path = PathOf(header);
   // Unknown paths go on to their 404 (and are not metric labels).
-  if (!IsApiRoute(path) || Authorized(header)) return std::nullopt;
+  if (!IsApiRoute(path) || Identify(header).accepted) return std::nullopt;
   metrics_->CountRequest(path, "unauthorized");
   return Unauthorized();
 }
@@ -99,13 +99,14 @@ void Router::Handle(const HttpRequest& req, ResponseWriter& w) {
     w.Send(ErrorResponse(http::status::not_found, "no route for " + std::string(path), "not_found_error"));
     return;
   }
-  if (!Authorized(req)) {  // CheckHeader refused it already when the server reads through it
+  const Caller caller = Identify(req);
+  if (!caller.accepted) {  // CheckHeader refused it already when the server reads through it
     metrics_->CountRequest(path, "unauthorized");
     w.Send(Unauthorized());
     return;
   }
   if (path.rfind("/v1/responses/", 0) == 0) {
-    return StoredResponseRoute(req, w, std::string(path.substr(std::string_view("/v1/responses/").size())));
+    return StoredResponseRoute(req, w, std::string(path.substr(std::string_view("/v1/responses/").size())), caller);
   }
   const bool wants_post = path != "/v1/models" && path != "/kv/state";
   if ((wants_post && !post) || (!wants_post && !get)) {
@@ -117,9 +118,9 @@ void Router::Handle(const HttpRequest& req, ResponseWriter& w) {
   if (path == "/kv/state") return KvState(w);
   if (path == "/tokenize") return Tokenize(req, w);
   if (path == "/detokenize") return Detokenize(req, w);
-  if (path == "/v1/embeddings") return Embeddings(req, w);
-  if (path == "/v1/responses") return Responses(req, w);
-  Completions(req, w, path == "/v1/chat/completions");
+  if (path == "/v1/embeddings") return Embeddings(req, w, caller);
+  if (path == "/v1/responses") return Responses(req, w, caller);
+  Completions(req, w, path == "/v1/chat/completions", caller);
 }
 
 void Router::Models(ResponseWriter& w) {
@@ -268,7 +269,7 @@ class HttpStream final : public GenerationStream {
 
 }  // namespace
 
-void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat) {
+void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat, const Caller& caller) {
   const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
   RequestDeadline deadline(generation_->limits().request_timeout_s);
   if (state_->draining) {
@@ -289,6 +290,7 @@ void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat) {
     return;
   }
 
+  job->request.cache_salt = TenantCacheSalt(caller.tenant, job->request.cache_salt);
   const std::string id = NewId(chat ? "chatcmpl-" : "cmpl-");
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const std::string& model = options_.api.model_id;
@@ -301,7 +303,7 @@ void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat) {
   }
   HttpStream stream(*job, *engine_, w, id, created, model);
   std::string field;
-  auto run = generation_->Run(endpoint, std::move(choices), deadline, stream, &field);
+  auto run = generation_->Run(endpoint, std::move(choices), deadline, stream, &field, 0, caller.tenant);
   if (!run.ok()) {
     w.Send(StatusResponse(run.status(), field == "prompt" && chat ? "messages" : field));
     return;

@@ -35,16 +35,19 @@ class Router {
   std::optional<HttpResponse> CheckHeader(const HttpRequest& header);
 
  private:
-  void Completions(const HttpRequest& request, ResponseWriter& writer, bool chat);
+  void Completions(const HttpRequest& request, ResponseWriter& writer, bool chat, const Caller& caller);
   void Tokenize(const HttpRequest& request, ResponseWriter& writer);
   void Detokenize(const HttpRequest& request, ResponseWriter& writer);
   void Models(ResponseWriter& writer);
-  void Embeddings(const HttpRequest& request, ResponseWriter& writer);  // server/http/embeddings.cc
-  // POST /v1/responses; GET and DELETE /v1/responses/{id} (server/http/responses.cc).
-  void Responses(const HttpRequest& request, ResponseWriter& writer);
-  void StoredResponseRoute(const HttpRequest& request, ResponseWriter& writer, const std::string& id);
+  void Embeddings(const HttpRequest& request, ResponseWriter& writer, const Caller& caller);  // embeddings.cc
+  // POST /v1/responses; GET and DELETE /v1/responses/{id} (server/http/responses.cc). Stored responses belong to
+  // the caller's tenant: another key sees none of them (an admin key sees all).
+  void Responses(const HttpRequest& request, ResponseWriter& writer, const Caller& caller);
+  void StoredResponseRoute(const HttpRequest& request, ResponseWriter& writer, const std::string& id,
+                           const Caller& caller);
   void KvState(ResponseWriter& writer);
-  bool Authorized(const HttpRequest& request) const;
+  // Who sent the request (accepted, admin, tenant); everyone is the one admin tenant when no keys are set.
+  Caller Identify(const HttpRequest& request) const;
 
   RouterOptions options_;
   engine::EngineApi* engine_;

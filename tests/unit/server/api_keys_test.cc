@@ -47,6 +47,30 @@ TEST_F(ApiKeysTest, InlineKeysNeedTheBearerForm) {
   EXPECT_FALSE(k.Accepts("bearer k1"));
 }
 
+TEST_F(ApiKeysTest, EachKeyIsATenantAndAdminKeysAreMarked) {
+  Write("# keys\nk3\nadmin k4\n");
+  auto keys = ApiKeys::Load("k1,k2", file_, "root");
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  const ApiKeys& k = **keys;
+  const Caller a = k.Identify("Bearer k1"), b = k.Identify("Bearer k2"), c = k.Identify("Bearer k3");
+  EXPECT_TRUE(a.accepted && b.accepted && c.accepted);
+  EXPECT_FALSE(a.admin || b.admin || c.admin);
+  EXPECT_EQ(a.tenant.size(), 16u);
+  EXPECT_NE(a.tenant, b.tenant);
+  EXPECT_NE(b.tenant, c.tenant);
+  EXPECT_EQ(a.tenant, k.Identify("Bearer k1").tenant);  // stable
+  EXPECT_EQ(a.tenant.find("k1"), std::string::npos);   // names the key without holding it
+  EXPECT_TRUE(k.Identify("Bearer root").admin);
+  EXPECT_TRUE(k.Identify("Bearer k4").admin);
+  EXPECT_FALSE(k.Identify("Bearer admin k4").accepted);
+  EXPECT_FALSE(k.Identify("Bearer nope").accepted);
+  auto none = ApiKeys::Load("", "");
+  ASSERT_TRUE(none.ok());
+  const Caller anyone = (*none)->Identify("");
+  EXPECT_TRUE(anyone.accepted && anyone.admin);
+  EXPECT_EQ(anyone.tenant, "");
+}
+
 TEST_F(ApiKeysTest, FileKeysReloadAndKeepTheOldSetOnError) {
   Write("# comment\nf1\n\n  f2  \n");
   auto loaded = ApiKeys::Load("inline", file_);
