@@ -79,3 +79,20 @@ def test_bad_salt_is_400(daemon, salt, needle):
     assert r.status == 400
     assert r.json()["error"]["param"] == "cache_salt"
     assert needle in r.json()["error"]["message"]
+
+
+def test_salt_on_streamed_chat(daemon):
+    client = openai.OpenAI(base_url=daemon.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    model = client.models.list().data[0].id
+
+    def streamed(salt):
+        stream = client.chat.completions.create(model=model, messages=[{"role": "user", "content": PROMPT}],
+                                                max_tokens=1, temperature=0, stream=True,
+                                                stream_options={"include_usage": True},
+                                                extra_body={"cache_salt": salt})
+        usage = [c.usage for c in stream if c.usage is not None][-1]
+        return usage.prompt_tokens_details.cached_tokens
+
+    assert streamed("stream-a") == 0
+    assert streamed("stream-a") >= 256
+    assert streamed("stream-b") == 0

@@ -349,3 +349,11 @@ def test_grpc_bad_input(stub, sampling, needle):
     assert needle in e.value.details()
     text, final = grpc_text(m, s, max_tokens=2)
     assert final.usage.completion_tokens == 2
+
+
+def test_logit_bias_streaming(client, model_id, daemon):
+    tok = http.post(daemon.url + "/tokenize", {"content": " banana"}, timeout=10).json()["tokens"]
+    stream = client.completions.create(model=model_id, prompt="The capital of France is", max_tokens=3,
+                                       temperature=0, logit_bias={str(tok[0]): 100}, stream=True)
+    text = "".join(c.choices[0].text for c in stream if c.choices)
+    assert set(http.post(daemon.url + "/tokenize", {"content": text}, timeout=10).json()["tokens"]) == {tok[0]}
