@@ -50,7 +50,8 @@ ConstraintCompiler::ConstraintCompiler(xgrammar::TokenizerInfo info, int vocab_s
       compiler_(info, static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)),
                 /*cache_enabled=*/true, kCacheBytes) {}
 
-StatusOr<std::unique_ptr<ConstraintCompiler>> ConstraintCompiler::Create(const Tokenizer& tokenizer, int vocab_size) {
+StatusOr<std::unique_ptr<ConstraintCompiler>> ConstraintCompiler::Create(const Tokenizer& tokenizer, int vocab_size,
+                                                                          const std::vector<std::string>& marker_texts) {
   const int n = tokenizer.vocab_size();
   if (vocab_size < n) {
     return InvalidArgumentError("the model's vocabulary (" + std::to_string(vocab_size) +
@@ -61,6 +62,11 @@ StatusOr<std::unique_ptr<ConstraintCompiler>> ConstraintCompiler::Create(const T
   std::vector<std::string> vocab(static_cast<size_t>(n));
   for (TokenId id = 0; id < n; ++id) {
     const TokenType type = tokenizer.token_type(id);
+    if (type == TokenType::kControl && !tokenizer.IsEndOfGeneration(id) &&
+        std::find(marker_texts.begin(), marker_texts.end(), tokenizer.token_text(id)) != marker_texts.end()) {
+      vocab[static_cast<size_t>(id)] = tokenizer.token_text(id);
+      continue;
+    }
     if (type == TokenType::kControl || type == TokenType::kUnknown || type == TokenType::kUnused) continue;
     vocab[static_cast<size_t>(id)] = tokenizer.TokenToPiece(id);
   }

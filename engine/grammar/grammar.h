@@ -33,8 +33,10 @@ class CompiledConstraint {
 class ConstraintCompiler {
  public:
   // `vocab_size` is the width of the model's logits (>= the tokenizer's vocabulary; the rest are never allowed).
-  // Control, unknown and unused tokens are never allowed either; the end-of-generation tokens end the output.
-  static StatusOr<std::unique_ptr<ConstraintCompiler>> Create(const Tokenizer& tokenizer, int vocab_size);
+  // Control, unknown and unused tokens are never allowed either, except control tokens whose text is one of
+  // `marker_texts` (grammars may produce them as that text); the end-of-generation tokens end the output.
+  static StatusOr<std::unique_ptr<ConstraintCompiler>> Create(const Tokenizer& tokenizer, int vocab_size,
+                                                              const std::vector<std::string>& marker_texts = {});
 
   // invalid_argument naming the problem for a bad or unsupported spec. Safe to call from any thread; compiled
   // grammars are cached by the spec's text (bounded, kCacheBytes).

@@ -115,7 +115,14 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   TQ_ASSIGN_OR_RETURN(e->model_, Model::Open(options.model_path));
   TQ_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::FromGguf(e->model_->gguf()));
   TQ_RETURN_IF_ERROR(e->SetUpChat());
-  TQ_ASSIGN_OR_RETURN(e->constraints_, ConstraintCompiler::Create(*e->tokenizer_, e->model_->hparams().vocab_size));
+  // Tool-call markers that the vocabulary holds as control tokens are produced and printed as their text.
+  const std::vector<std::string> markers = ToolMarkerTexts();
+  for (const std::string& m : markers) {
+    const TokenId id = e->tokenizer_->TextToToken(m);
+    if (id != kNoToken && e->tokenizer_->token_type(id) == TokenType::kControl) e->marker_tokens_.insert(id);
+  }
+  TQ_ASSIGN_OR_RETURN(e->constraints_,
+                      ConstraintCompiler::Create(*e->tokenizer_, e->model_->hparams().vocab_size, markers));
   const int trained = e->model_->hparams().n_ctx_train;
   e->ctx_size_ = options.ctx_size > 0 ? options.ctx_size : trained;
   if (e->ctx_size_ > trained) {
@@ -695,7 +702,7 @@ bool Engine::Step() {
     const bool eog = (!seq.req.ignore_eos || seq.matcher) && tokenizer_->IsEndOfGeneration(out.id);
     const bool stop_token =
         std::find(seq.req.stop_tokens.begin(), seq.req.stop_tokens.end(), out.id) != seq.req.stop_tokens.end();
-    if (!eog && !stop_token) ev.text = seq.text.Push(tokenizer_->TokenToPiece(out.id));
+    if (!eog && !stop_token) ev.text = seq.text.Push(tokenizer_->TokenToPiece(out.id, marker_tokens_.count(out.id) > 0));
     ev.tokens.push_back(std::move(out));
     const int n_gen = static_cast<int>(seq.tokens.size()) - seq.n_prompt;
     FinishReason reason = FinishReason::kNone;

@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/status.h"
@@ -104,6 +105,7 @@ class Engine final : public EngineApi {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ConstraintCompiler> constraints_;  // structured output; internally synchronized
+  std::unordered_set<TokenId> marker_tokens_;        // control tokens printed as text (ToolMarkerTexts)
   std::unique_ptr<ThreadPool> pool_;
   std::shared_ptr<const KvLayout> kv_layout_;  // replaced under mu_ by Adapt (engine thread)
   std::unique_ptr<KvPageStore> store_;  // declared before the sequences, which return their pages to it

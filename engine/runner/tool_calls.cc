@@ -274,6 +274,8 @@ ParsedToolCalls ParseToolCalls(ChatFormat format, std::string_view text, const s
   return out;
 }
 
+std::vector<std::string> ToolMarkerTexts() { return {"<tool_call>", "</tool_call>", "[TOOL_CALLS]"}; }
+
 size_t ToolCallHoldback(ChatFormat format, std::string_view text) {
   const std::string_view trigger = Trigger(format);
   const size_t at = text.find(trigger);

@@ -53,6 +53,10 @@ struct ParsedToolCalls {
 // content.
 ParsedToolCalls ParseToolCalls(ChatFormat format, std::string_view text, const std::vector<ToolSpec>& tools);
 
+// The marker texts of the call syntaxes ("<tool_call>", "</tool_call>", "[TOOL_CALLS]"). Some vocabularies hold
+// them as control tokens (Mistral's [TOOL_CALLS]); the engine lets the constraint produce those and prints them.
+std::vector<std::string> ToolMarkerTexts();
+
 // Where a call starts or may start in `text`: the first trigger ("<tool_call>", "{\"name\"", "[TOOL_CALLS]"), or a
 // tail of the text that a trigger begins with. Text before it can be streamed as content; text.size() if none.
 size_t ToolCallHoldback(ChatFormat format, std::string_view text);

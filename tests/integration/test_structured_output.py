@@ -11,12 +11,14 @@ import pytest
 
 import requests_shim as http
 
-# Each schema exercises a feature of docs/serving.md's supported list. Strings and arrays are bounded so that a
-# 135M model's output ends within max_tokens.
+# Each schema exercises a feature of docs/serving.md's supported list. Strings, arrays and integers are bounded so
+# that a 135M model's output ends within max_tokens (an unbounded integer let a sampled run write digits until the
+# limit); sampled runs also cut the long tail with top_p, as real clients do.
 SCHEMAS = {
     "flat_required": {
         "type": "object",
-        "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"}},
+        "properties": {"name": {"type": "string", "maxLength": 20},
+                       "age": {"type": "integer", "minimum": 0, "maximum": 150}},
         "required": ["name", "age"],
         "additionalProperties": False,
     },
@@ -66,14 +68,15 @@ SCHEMAS = {
     "any_of_and_null": {
         "type": "object",
         "properties": {
-            "value": {"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 8}]},
+            "value": {"anyOf": [{"type": "integer", "minimum": -99, "maximum": 99}, {"type": "string", "maxLength": 8}]},
             "note": {"type": ["string", "null"], "maxLength": 12},
             "ok": {"type": "boolean"},
         },
         "required": ["value", "note", "ok"],
     },
     "refs_and_const": {
-        "$defs": {"point": {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+        "$defs": {"point": {"type": "object", "properties": {"x": {"type": "integer", "minimum": 0, "maximum": 999},
+                                                             "y": {"type": "integer", "minimum": 0, "maximum": 999}},
                             "required": ["x", "y"], "additionalProperties": False}},
         "type": "object",
         "properties": {"kind": {"const": "segment"}, "from": {"$ref": "#/$defs/point"}, "to": {"$ref": "#/$defs/point"}},
@@ -82,7 +85,7 @@ SCHEMAS = {
     "tuple_items": {
         "type": "object",
         "properties": {"pair": {"type": "array", "prefixItems": [{"type": "string", "maxLength": 8},
-                                                                 {"type": "integer"}],
+                                                                 {"type": "integer", "minimum": 0, "maximum": 99}],
                                 "items": False}},
         "required": ["pair"],
     },
@@ -113,7 +116,7 @@ def test_schema_table_every_output_validates(client, model_id, name, temperature
     schema = SCHEMAS[name]
     r = client.chat.completions.create(
         model=model_id, messages=[{"role": "user", "content": PROMPT}], max_tokens=300, temperature=temperature,
-        seed=seed, response_format={"type": "json_schema",
+        top_p=0.9, seed=seed, response_format={"type": "json_schema",
                                     "json_schema": {"name": name, "schema": schema, "strict": True}})
     choice = r.choices[0]
     assert choice.finish_reason == "stop", choice.message.content
@@ -156,7 +159,7 @@ def test_several_choices_each_constrained(client, model_id):
     # 135M model, and greedy decoding is not batch-invariant, so choices differ even at temperature 0.
     schema = SCHEMAS["flat_required"]
     r = client.chat.completions.create(model=model_id, messages=[{"role": "user", "content": PROMPT}],
-                                       max_tokens=300, temperature=1.0, seed=3, n=3,
+                                       max_tokens=300, temperature=1.0, top_p=0.9, seed=3, n=3,
                                        response_format={"type": "json_schema",
                                                         "json_schema": {"name": "p", "schema": schema,
                                                                         "strict": True}})

@@ -49,7 +49,7 @@ def check_calls(calls, names=("get_weather", "get_time")):
 @pytest.mark.parametrize("temperature,seed", [(0, None), (1.0, 5)])
 def test_required_calls_parse_and_validate(client, model_id, temperature, seed):
     r = client.chat.completions.create(model=model_id, messages=ASK, tools=TOOLS, tool_choice="required",
-                                       max_tokens=300, temperature=temperature, seed=seed)
+                                       max_tokens=300, temperature=temperature, top_p=0.9, seed=seed)
     choice = r.choices[0]
     assert choice.finish_reason == "tool_calls"
     assert choice.message.content is None

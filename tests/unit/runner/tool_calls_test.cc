@@ -16,6 +16,7 @@
 #include "common/utf8.h"
 #include "engine/grammar/grammar.h"
 #include "engine/model/gguf.h"
+#include "tests/unit/engine/gguf_builder.h"
 #include "tests/unit/engine/test_paths.h"
 
 namespace tq::engine {
@@ -161,7 +162,9 @@ TEST_F(ToolWalkTest, EveryChoiceConstrainsToCallsOfTheRightFunctions) {
           EXPECT_EQ(p.calls.size(), 1u) << text;
         }
         for (const ToolCall& call : p.calls) {
-          if (k.choice.mode == ToolChoiceMode::kNamed) EXPECT_EQ(call.name, "get_time");
+          if (k.choice.mode == ToolChoiceMode::kNamed) {
+            EXPECT_EQ(call.name, "get_time");
+          }
           const auto args = nlohmann::json::parse(call.arguments);
           if (call.name == "get_weather") {
             EXPECT_TRUE(args["city"] == "Paris" || args["city"] == "Oslo") << call.arguments;
@@ -192,6 +195,74 @@ TEST_F(ToolWalkTest, AutoAllowsTextAndConstrainsCallsItStarts) {
 
 TEST_F(ToolWalkTest, NoneHasNoConstraint) {
   EXPECT_EQ(ToolCallStructuralTag(ChatFormat::kChatMl, kTools, {ToolChoiceMode::kNone, ""}, true), "");
+}
+
+}  // namespace
+}  // namespace tq::engine
+
+namespace tq::engine {
+namespace {
+
+// A vocabulary that holds [TOOL_CALLS] as a control token (as Mistral's does) and spells everything else with
+// byte tokens: the constraint may produce the marker token, and printed as its text the output parses.
+TEST(ToolMarkerTest, AControlTokenMarkerIsProducedAndParses) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "[TOOL_CALLS]"};
+  std::vector<int32_t> types = {2, 3, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    tokens.push_back(name);
+    types.push_back(6);
+  }
+  testing::GgufBuilder g;
+  g.AddString("tokenizer.ggml.model", "llama");
+  g.AddStringArray("tokenizer.ggml.tokens", tokens);
+  g.AddI32Array("tokenizer.ggml.token_type", types);
+  g.AddU32("tokenizer.ggml.unknown_token_id", 0).AddU32("tokenizer.ggml.bos_token_id", 1);
+  g.AddU32("tokenizer.ggml.eos_token_id", 2);
+  const std::vector<uint8_t> bytes = g.Build();
+  auto gguf = GgufFile::Parse(bytes);
+  ASSERT_TRUE(gguf.ok());
+  auto tok = Tokenizer::FromGguf(**gguf);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  const Tokenizer& t = **tok;
+  const int32_t marker = t.TextToToken("[TOOL_CALLS]");
+  ASSERT_EQ(marker, 3);
+  for (bool with_markers : {false, true}) {
+    auto compiler = ConstraintCompiler::Create(t, t.vocab_size(), with_markers ? ToolMarkerTexts()
+                                                                                : std::vector<std::string>{});
+    ASSERT_TRUE(compiler.ok()) << compiler.status().ToString();
+    auto c = (*compiler)->Compile(
+        {.kind = ConstraintKind::kStructuralTag,
+         .source = ToolCallStructuralTag(ChatFormat::kMistral, kTools, {ToolChoiceMode::kNamed, "get_time"}, true)});
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    TokenMatcher m(*c, t.vocab_size());
+    std::vector<float> logits(static_cast<size_t>(t.vocab_size()), 0.0f);
+    m.Mask(logits);
+    // Without the marker list the control token is never allowed (the call is spelled in bytes).
+    EXPECT_EQ(std::isfinite(logits[marker]), with_markers);
+  }
+  // Forced through the matcher: the marker token, then the rest byte by byte.
+  auto compiler = ConstraintCompiler::Create(t, t.vocab_size(), ToolMarkerTexts()).value();
+  auto c = compiler->Compile(
+      {.kind = ConstraintKind::kStructuralTag,
+       .source = ToolCallStructuralTag(ChatFormat::kMistral, kTools, {ToolChoiceMode::kNamed, "get_time"}, true)})
+               .value();
+  TokenMatcher m(c, t.vocab_size());
+  ASSERT_TRUE(m.Accept(marker));
+  std::string text = t.TokenToPiece(marker, /*unparse_special=*/true);
+  for (unsigned char ch : std::string(R"( [{"name": "get_time", "arguments": {"utc": true}}])")) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", ch);
+    const int32_t id = t.TextToToken(name);
+    ASSERT_TRUE(m.Accept(id)) << "after '" << text << "'";
+    text += t.TokenToPiece(id);
+  }
+  ASSERT_TRUE(m.Accept(t.eos()));
+  EXPECT_TRUE(m.terminated());
+  const ParsedToolCalls p = ParseToolCalls(ChatFormat::kMistral, text, kTools);
+  ASSERT_EQ(p.calls.size(), 1u) << text;
+  EXPECT_EQ(p.calls[0].name, "get_time");
 }
 
 }  // namespace
