@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then targets=(gguf_fuzz tokenizer_fuzz http_request_fuzz); fi
+if [ ${#targets[@]} -eq 0 ]; then targets=(gguf_fuzz tokenizer_fuzz http_request_fuzz page_record_fuzz); fi
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTQ_BUILD_FUZZ=ON \
   -DTQ_BUILD_BENCH=OFF >/dev/null
