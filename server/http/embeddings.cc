@@ -47,15 +47,13 @@ Status ParseEmbeddings(const json& body, const ApiContext& ctx, EmbeddingJob* jo
     if (key == "input" || key == "model" || key == "encoding_format" || key == "dimensions" || key == "user") continue;
     if (ctx.ignore_unknown_fields) continue;
     *param = key;
-    return InvalidArgumentError("unknown field '" + key +
-                                "' (a server started with --ignore-unknown-fields ignores such fields)");
+    return UnknownFieldError(key);
   }
   if (body.contains("model") && !body["model"].is_null()) {
     *param = "model";
     if (!body["model"].is_string()) return InvalidArgumentError("'model' must be a string");
     if (body["model"] != ctx.model_id) {
-      return NotFoundError("model '" + body["model"].get<std::string>() + "' is not served here (this server serves '" +
-                           ctx.model_id + "')");
+      return ModelNotServedError(body["model"].get<std::string>(), ctx.model_id);
     }
   }
   if (body.contains("encoding_format") && !body["encoding_format"].is_null()) {
@@ -122,11 +120,8 @@ Status ParseEmbeddings(const json& body, const ApiContext& ctx, EmbeddingJob* jo
 void Router::Embeddings(const HttpRequest& req, ResponseWriter& w, const Caller& caller) {
   const std::string endpoint = "/v1/embeddings";
   RequestDeadline deadline(generation_->limits().request_timeout_s);
-  auto body = ParseJson(req, w);
-  if (!body) {
-    metrics_->CountRequest(endpoint, "invalid");
-    return;
-  }
+  auto body = AcceptBody(req, w, endpoint);
+  if (!body) return;
   EmbeddingJob job;
   std::string param;
   if (Status s = ParseEmbeddings(*body, options_.api, &job, &param); !s.ok()) {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <set>
 
+#include "server/http/route_util.h"
+
 
 namespace tq::server {
 namespace {
@@ -113,8 +115,7 @@ bool CheckFields(const json& body, bool chat, const ApiContext& ctx, ParseError*
       return false;
     }
     if (ctx.ignore_unknown_fields) continue;
-    error->status = InvalidArgumentError("unknown field '" + key +
-                                         "' (a server started with --ignore-unknown-fields ignores such fields)");
+    error->status = UnknownFieldError(key);
     error->param = key;
     return false;
   }
@@ -267,8 +268,7 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
       return std::nullopt;
     }
     if (m.get<std::string>() != ctx.model_id) {
-      error->status = NotFoundError("model '" + m.get<std::string>() + "' is not served here (this server serves '" +
-                                    ctx.model_id + "')");
+      error->status = ModelNotServedError(m.get<std::string>(), ctx.model_id);
       error->param = "model";
       return std::nullopt;
     }

@@ -194,7 +194,7 @@ std::optional<FieldError> ParseResponses(const json& body, const ApiContext& ctx
   if (!body.is_object()) return FieldError{InvalidArgumentError("the request body must be a JSON object"), ""};
   for (const auto& [key, value] : body.items()) {
     if (kFields.count(key) || ctx.ignore_unknown_fields) continue;
-    return Bad(key, "unknown field '" + key + "' (a server started with --ignore-unknown-fields ignores such fields)");
+    return FieldError{UnknownFieldError(key), key};
   }
   // Fields this server takes only at their default.
   auto at_default = [&](const char* key, std::initializer_list<json> ok) {
@@ -215,8 +215,9 @@ std::optional<FieldError> ParseResponses(const json& body, const ApiContext& ctx
     return Bad("include", "'include' is not supported");
   }
   if (body.contains("model") && !body["model"].is_null() && body["model"] != ctx.model_id) {
-    return FieldError{NotFoundError("model '" + body["model"].dump() + "' is not served here (this server serves '" +
-                                    ctx.model_id + "')"),
+    return FieldError{ModelNotServedError(body["model"].is_string() ? body["model"].get<std::string>()
+                                                                    : body["model"].dump(),
+                                          ctx.model_id),
                       "model"};
   }
   if (body.contains("user") && !body["user"].is_null() && !body["user"].is_string()) {
@@ -468,16 +469,8 @@ json ResponseObject(const ResponsesJob& job, const std::string& id, int64_t crea
 void Router::Responses(const HttpRequest& req, ResponseWriter& w, const Caller& caller) {
   const std::string endpoint = "/v1/responses";
   RequestDeadline deadline(generation_->limits().request_timeout_s);
-  if (state_->draining) {
-    metrics_->CountRequest(endpoint, "rejected");
-    w.Send(ErrorResponse(http::status::service_unavailable, "the server is draining", "service_unavailable"));
-    return;
-  }
-  auto body = ParseJson(req, w);
-  if (!body) {
-    metrics_->CountRequest(endpoint, "invalid");
-    return;
-  }
+  auto body = AcceptBody(req, w, endpoint);
+  if (!body) return;
   ResponsesJob job;
   if (auto e = ParseResponses(*body, options_.api, options_.responses, caller, &job)) {
     metrics_->CountRequest(endpoint, "invalid");

@@ -62,6 +62,15 @@ std::optional<json> ParseJson(const HttpRequest& req, ResponseWriter& w) {
   }
 }
 
+Status UnknownFieldError(const std::string& field) {
+  return InvalidArgumentError("unknown field '" + field +
+                              "' (a server started with --ignore-unknown-fields ignores such fields)");
+}
+
+Status ModelNotServedError(const std::string& asked, const std::string& served) {
+  return NotFoundError("model '" + asked + "' is not served here (this server serves '" + served + "')");
+}
+
 std::string SseData(const json& j) {
   return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
 }

@@ -23,6 +23,11 @@ std::string NewId(std::string_view prefix);
 // The body as JSON (objects keep their key order), or a 400 sent on `w` and nullopt.
 std::optional<nlohmann::ordered_json> ParseJson(const HttpRequest& req, ResponseWriter& w);
 
+// The OpenAI-shaped errors every body parser gives: a field the API does not know (what the lenient switch
+// changes), and a `model` other than the served one.
+Status UnknownFieldError(const std::string& field);
+Status ModelNotServedError(const std::string& asked, const std::string& served);
+
 // One server-sent event carrying `j`.
 std::string SseData(const nlohmann::ordered_json& j);
 

@@ -269,19 +269,22 @@ class HttpStream final : public GenerationStream {
 
 }  // namespace
 
-void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat, const Caller& caller) {
-  const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
-  RequestDeadline deadline(generation_->limits().request_timeout_s);
+std::optional<json> Router::AcceptBody(const HttpRequest& req, ResponseWriter& w, const std::string& endpoint) {
   if (state_->draining) {
     metrics_->CountRequest(endpoint, "rejected");
     w.Send(ErrorResponse(http::status::service_unavailable, "the server is draining", "service_unavailable"));
-    return;
+    return std::nullopt;
   }
   auto body = ParseJson(req, w);
-  if (!body) {
-    metrics_->CountRequest(endpoint, "invalid");
-    return;
-  }
+  if (!body) metrics_->CountRequest(endpoint, "invalid");
+  return body;
+}
+
+void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat, const Caller& caller) {
+  const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
+  RequestDeadline deadline(generation_->limits().request_timeout_s);
+  auto body = AcceptBody(req, w, endpoint);
+  if (!body) return;
   ParseError perr;
   auto job = ParseCompletionRequest(*body, chat, options_.api, &perr);
   if (!job) {

@@ -46,6 +46,10 @@ class Router {
   void StoredResponseRoute(const HttpRequest& request, ResponseWriter& writer, const std::string& id,
                            const Caller& caller);
   void KvState(ResponseWriter& writer);
+  // The body of a generation request (completions, chat, responses, embeddings), or nullopt once a 503 (draining)
+  // or a 400 (not JSON) is sent and counted under `endpoint`.
+  std::optional<nlohmann::ordered_json> AcceptBody(const HttpRequest& request, ResponseWriter& writer,
+                                                   const std::string& endpoint);
   // Who sent the request (accepted, admin, tenant); everyone is the one admin tenant when no keys are set.
   Caller Identify(const HttpRequest& request) const;
 
