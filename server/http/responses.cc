@@ -123,6 +123,14 @@ std::optional<FieldError> ParseTools(const json& body, ResponsesJob* job) {
       if (!t.is_object() || t.value("type", json()) != "function") {
         return Bad("tools", "only function tools are supported");
       }
+      for (const auto& [key, value] : t.items()) {
+        if (key != "type" && key != "name" && key != "description" && key != "parameters" && key != "strict") {
+          return Bad("tools", "unknown field '" + key + "' in a function tool");
+        }
+      }
+      if (t.contains("strict") && !t["strict"].is_null() && !t["strict"].is_boolean()) {
+        return Bad("tools", "a tool's 'strict' must be a boolean");
+      }
       engine::ToolSpec spec;
       if (!t.contains("name") || !t["name"].is_string()) return Bad("tools", "each function tool needs a 'name'");
       spec.name = t["name"].get<std::string>();

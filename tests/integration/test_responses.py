@@ -161,6 +161,7 @@ def test_store_bounds_and_metrics():
     ({"input": [{"role": "robot", "content": "x"}]}, "input", "robot"),
     ({"input": "x", "tools": [{"type": "web_search"}]}, "tools", "function tools"),
     ({"input": "x", "tools": [{"type": "function", "name": "bad name"}]}, "tools", "function name"),
+    ({"input": "x", "tools": [{"type": "function", "name": "f", "returns": {}}]}, "tools", "'returns'"),
     ({"input": "x", "tool_choice": {"type": "function", "name": "nope"}, "tools": TOOLS}, "tool_choice", "'nope'"),
     ({"input": "x", "text": {"format": {"type": "json_schema", "name": "s", "schema": {"not": {}}}}}, "text",
      "'not'"),
