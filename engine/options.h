@@ -60,8 +60,12 @@ struct AdaptationOptions {
 };
 
 // Everything Engine::Create takes.
+// Called while the model file is read and checked at load: bytes done of the file's total, done == total last.
+using LoadProgress = std::function<void(uint64_t done_bytes, uint64_t total_bytes)>;
+
 struct EngineOptions {
   std::string model_path;
+  LoadProgress load_progress;  // may be empty
   int threads = 0;             // 0 = all cores
   int ctx_size = 0;            // per sequence; 0 = the model's trained context
   int max_batch_tokens = 512;  // tokens per step: decodes first, then prefill chunks

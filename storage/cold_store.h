@@ -182,6 +182,9 @@ class ColdStore {
 
   explicit ColdStore(const ColdStoreOptions& options) : options_(options) {}
   Status Init(std::unique_ptr<IoQueue> queue);
+  // Caps the budget to what the file system holds under cold_dir (free bytes plus the cold files already
+  // there), with a warning; ResourceExhausted when that is less than kMinColdBytes (a full disk).
+  Status FitToFreeSpace();
   Status OpenFiles();
   Status Scan();
 

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,8 @@ namespace tq::storage {
 namespace {
 
 constexpr uint64_t kMaxLoggedDrops = 16;  // corrupt pages logged one by one at start-up; the rest are counted
+// The least room a cold tier is worth opening with (kv.cold_bytes' own minimum): below it the disk counts as full.
+constexpr uint64_t kMinColdBytes = uint64_t{1} << 20;
 
 std::string ColdFilePath(const std::string& dir, uint32_t index) {
   char name[32];
@@ -89,6 +92,7 @@ Status ColdStore::Init(std::unique_ptr<IoQueue> queue) {
       slots_per_file_, std::max<uint64_t>(largest, o.run_bytes / slot_bytes_)));
   extents_per_file_ = (slots_per_file_ + extent_slots_ - 1) / extent_slots_;
   TQ_RETURN_IF_ERROR(PrepareColdDir(o.cold_dir));
+  TQ_RETURN_IF_ERROR(FitToFreeSpace());
   TQ_ASSIGN_OR_RETURN(dir_lock_, ColdDirLock::Lock(o.cold_dir));
   TQ_RETURN_IF_ERROR(OpenFiles());
 
@@ -114,6 +118,34 @@ Status ColdStore::Init(std::unique_ptr<IoQueue> queue) {
       "cold tier: {} pages in {} files under {} ({} dropped as corrupt), backend {}, {} I/O, depth {}",
       report_.pages_found, report_.files, o.cold_dir, report_.pages_dropped, queue_->name(),
       direct_ ? "O_DIRECT" : "buffered", depth);
+  return Status::Ok();
+}
+
+Status ColdStore::FitToFreeSpace() {
+  const std::string& dir = options_.cold_dir;
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) != 0) return ErrnoToStatus(errno, "statvfs " + dir);
+  const uint64_t free_bytes = uint64_t{fs.f_bavail} * fs.f_frsize;
+  uint64_t ours = 0;  // bytes the files of an earlier run hold: reused in place
+  for (uint32_t i = 0;; ++i) {
+    struct stat st {};
+    if (::lstat(ColdFilePath(dir, i).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) break;
+    ours += uint64_t{static_cast<uint64_t>(st.st_blocks)} * 512;
+  }
+  const uint64_t usable = free_bytes + ours;
+  const uint64_t files = (total_slots_ + slots_per_file_ - 1) / slots_per_file_;
+  const uint64_t needed = files * kFileHeaderBytes + total_slots_ * slot_bytes_;
+  if (usable >= needed) return Status::Ok();
+  const uint64_t floor = std::max<uint64_t>(kMinColdBytes, kFileHeaderBytes + uint64_t{SlotsFor(options_.max_page_bytes)} * slot_bytes_);
+  if (usable < floor) {
+    return ResourceExhaustedError("the file system under " + dir + " is full: " + std::to_string(usable) +
+                                  " bytes free, the cold tier needs at least " + std::to_string(floor));
+  }
+  const uint64_t slots = (usable - files * kFileHeaderBytes) / slot_bytes_;
+  spdlog::warn("cold tier: kv.cold_bytes is {} MiB but the file system under {} has {} MiB free; the cold tier "
+               "uses {} MiB", options_.capacity_bytes >> 20, dir, usable >> 20, (slots * slot_bytes_) >> 20);
+  total_slots_ = slots;
+  options_.capacity_bytes = slots * slot_bytes_;
   return Status::Ok();
 }
 

@@ -8,7 +8,7 @@
 #include "engine/eval/calibrate.h"
 #include "tools/commands.h"
 #include "tools/model_args.h"
-#include "tools/progress.h"
+#include "common/progress.h"
 
 namespace tq::cli {
 namespace {

@@ -2,6 +2,7 @@
 // prompt and generation speed on stderr.
 #include <cstdio>
 
+#include "common/progress.h"
 #include "engine/runner/engine.h"
 #include "tools/commands.h"
 #include "tools/model_args.h"
@@ -31,7 +32,11 @@ int Run(const GenerateArgs& a) {
     std::fprintf(stderr, "tqserve generate: %s\n", path.status().ToString().c_str());
     return kExitFailure;
   }
-  const engine::EngineOptions eo = server::ToEngineOptions(a.model.config, *path);
+  engine::EngineOptions eo = server::ToEngineOptions(a.model.config, *path);
+  ProgressLine load_line("model: MiB checked");
+  eo.load_progress = [&load_line](uint64_t done, uint64_t total) {
+    load_line.Update(static_cast<int64_t>(done >> 20), static_cast<int64_t>(total >> 20));
+  };
   auto eng = engine::Engine::Create(eo);
   if (!eng.ok()) {
     std::fprintf(stderr, "tqserve generate: %s\n", eng.status().ToString().c_str());

@@ -136,6 +136,8 @@ StatusOr<std::unique_ptr<KvPageStore>> KvPageStore::Open(const KvStoreOptions& o
     if (!store.ok()) return store.status().WithContext("KV cold tier in " + options.cold_dir);
     s->slot_bytes_[2] = (*store)->slot_bytes();
     s->slots_[2] = (*store)->slot_count();
+    // The store caps its budget to the room its file system has (a warning says so): report what it holds.
+    s->options_.cold_bytes = std::min(s->options_.cold_bytes, s->slots_[2] * s->slot_bytes_[2]);
     TQ_RETURN_IF_ERROR(s->Recover(**store));
     // Admission counts pages without a transform in their record (all but a head's first).
     for (int c = 0; c < 3; ++c) s->cold_page_slots_[c] = (*store)->SlotsFor(class_page_bytes[c] + RecordBytes(0));

@@ -102,6 +102,7 @@ class GgufFile {
   uint32_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return bytes_.size(); }
+  std::span<const uint8_t> bytes() const { return bytes_; }  // the whole file
 
   const std::vector<GgufKv>& metadata() const { return kvs_; }
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }

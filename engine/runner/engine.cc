@@ -8,6 +8,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "engine/runner/model_check.h"
 #include "engine/runner/text_stream.h"
 
 namespace tq::engine {
@@ -113,6 +114,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;
   TQ_ASSIGN_OR_RETURN(e->model_, Model::Open(options.model_path));
+  const uint32_t content = ModelChecksum(e->model_->gguf(), options.load_progress);
   TQ_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::FromGguf(e->model_->gguf()));
   TQ_RETURN_IF_ERROR(e->SetUpChat());
   // Tool-call markers that the vocabulary holds as control tokens are produced and printed as their text.
@@ -145,12 +147,13 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   } else if (options.device != "cpu") {
     return InvalidArgumentError("device '" + options.device + "' is not one of cpu, cuda");
   }
-  // The fingerprint names the model (its shape and weights' size) and the KV layout: cached pages are valid only
-  // under the same one.
+  // The fingerprint names the model (its shape and the checksum of its file) and the KV layout: cached pages are
+  // valid only under the same one.
   const HParams& hp = e->model_->hparams();
   e->fingerprint_ = PrefixHash(e->kv_layout_->fingerprint(),
                                std::vector<int32_t>{hp.n_layers, hp.n_embd, hp.n_heads, hp.n_kv_heads, hp.vocab_size,
-                                                    static_cast<int32_t>(e->model_->weight_bytes() >> 10)});
+                                                    static_cast<int32_t>(e->model_->weight_bytes() >> 10),
+                                                    static_cast<int32_t>(content)});
   KvStoreOptions store_options = options.kv_store;
   if (e->gpu_) store_options.cold_dir.clear();  // the GPU path keeps its cold pages itself (in cold_dir/gpu)
   // The default cold directory serves SPARSE heads: a layout without any (uniform:f16, say) runs without it.

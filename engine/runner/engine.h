@@ -60,6 +60,8 @@ class Engine final : public EngineApi {
   std::shared_ptr<const KvLayout> kv_layout() const;
   const KvPageStore& kv_store() const { return *store_; }
   bool on_gpu() const { return gpu_ != nullptr; }
+  // Model (shape, file checksum) and KV layout: the root of every prefix hash chain.
+  uint64_t fingerprint() const { return fingerprint_; }
 
  private:
   struct Sequence;

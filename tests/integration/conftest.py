@@ -36,8 +36,9 @@ def free_ports(n):
 
 
 class Daemon:
-    def __init__(self, extra_args=(), env=None, ca_file=None):
-        """ca_file: the daemon serves TLS (its --tls-* flags are in extra_args); probe it trusting this CA."""
+    def __init__(self, extra_args=(), env=None, ca_file=None, wrap=()):
+        """ca_file: the daemon serves TLS (its --tls-* flags are in extra_args); probe it trusting this CA.
+        wrap: a command the daemon's command line is appended to (it must exec it, so signals reach the daemon)."""
         if not os.path.exists(default_model()):
             pytest.skip(f"{default_model()} is absent (run scripts/fetch-model.sh)")
         # The cold tier's default directory is ~/.cache/tqserve/kv: each daemon gets one of its own instead, unless
@@ -51,7 +52,7 @@ class Daemon:
         clean_env = {k: v for k, v in os.environ.items() if not k.startswith("TQ_") or k == "TQ_MODEL_DIR"}
         clean_env.update(env or {})
         self.proc = subprocess.Popen(
-            [str(BIN), "serve", "--host", "127.0.0.1", "--http-port", str(self.http_port), "--grpc-port",
+            [*wrap, str(BIN), "serve", "--host", "127.0.0.1", "--http-port", str(self.http_port), "--grpc-port",
              str(self.grpc_port), "--threads", "2", "--ctx-size", "2048", *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT, env=clean_env)
         scheme = "https" if ca_file else "http"

@@ -30,6 +30,12 @@ expect_out "found " "and the needles found so far"
 expect_rc 0 "calibrate on a terminal" -- script -qec "'$bin' calibrate -m '$model' -f '$text' --ctx 128 --chunks 2 \
   -t 2 -o '$tmp/progress-profile.json'" /dev/null
 expect_out "calibrate: chunk 2/2 (100%)" "calibrate (concentration) shows the chunks done"
+# Model load: the bytes read and checked (the file's checksum is part of the prefix cache's fingerprint).
+size_mib=$(( $(stat -c %s "$model") >> 20 ))
+expect_rc 0 "generate on a terminal" -- script -qec "'$bin' generate -m '$model' -p Hi -n 2 -t 2" /dev/null
+expect_out "model: MiB checked $size_mib/$size_mib (100%)" "model load shows the MiB read and checked"
+expect_rc 0 "generate piped" -- "$bin" generate -m "$model" -p Hi -n 2 -t 2
+grep -q "MiB checked" <<<"$out" && fail "load progress printed into a pipe: $out" || pass "no load progress when piped"
 
 expect_rc 0 "eval kld tq4 vs f16" -- "$bin" eval kld -m "$model" -f "$text" --ctx 256 --chunks 1 -t 2 \
   --kv-k tq4 --kv-v tq4 --json

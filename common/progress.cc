@@ -1,4 +1,4 @@
-#include "tools/progress.h"
+#include "common/progress.h"
 
 #include <unistd.h>
 
@@ -6,12 +6,12 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace tq::cli {
+namespace tq {
 
-ProgressLine::ProgressLine(std::string what)
+ProgressLine::ProgressLine(std::string what, bool allowed)
     : what_(std::move(what)), start_(std::chrono::steady_clock::now()) {
   const char* force = std::getenv("TQ_TEST_FORCE_PROGRESS");
-  enabled_ = ::isatty(STDERR_FILENO) == 1 || (force != nullptr && std::strcmp(force, "1") == 0);
+  enabled_ = allowed && (::isatty(STDERR_FILENO) == 1 || (force != nullptr && std::strcmp(force, "1") == 0));
 }
 
 void ProgressLine::Update(int64_t done, int64_t total, std::string_view detail) {
@@ -26,4 +26,4 @@ void ProgressLine::Update(int64_t done, int64_t total, std::string_view detail) 
   std::fflush(stderr);
 }
 
-}  // namespace tq::cli
+}  // namespace tq
