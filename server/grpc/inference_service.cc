@@ -230,6 +230,12 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
   r.ignore_eos = sp.ignore_eos();
   r.logprobs = sp.logprobs();
   r.top_logprobs = sp.top_logprobs();
+  // Priority reorders the waiting queue for everyone: raising it is the operator's (an admin key, or no keys at
+  // all); any key may lower its own.
+  if (in->priority() > 0 && !caller.admin) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "priority above 0 needs an admin key (server.admin_api_keys); other keys may only lower it");
+  }
   r.priority = in->priority();
   if (!sp.logit_bias().empty()) {
     std::vector<std::pair<int64_t, double>> bias(sp.logit_bias().begin(), sp.logit_bias().end());

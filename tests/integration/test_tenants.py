@@ -98,3 +98,20 @@ def test_abort_and_events_are_per_key(d, grpc_pb):
     assert any(e.request_id == "alice-long" for e in root) and len(root) >= len(alice) + len(bob)
     assert since  # the admin key is accepted everywhere
     ch.close()
+
+
+def test_only_an_admin_key_may_raise_priority(d, grpc_pb):
+    m, g = grpc_pb
+    stub = g.InferenceStub(grpc.insecure_channel(f"127.0.0.1:{d.grpc_port}"))
+    md = lambda k: (("authorization", f"Bearer {k}"),)
+
+    def generate(key, priority):
+        req = m.GenerateRequest(prompt="Hello", priority=priority, sampling=m.SamplingParams(max_tokens=1))
+        return [r for r in stub.Generate(req, timeout=60, metadata=md(key)) if r.HasField("final")]
+
+    with pytest.raises(grpc.RpcError) as refused:
+        generate(ALICE, 5)
+    assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "admin key" in refused.value.details()
+    assert len(generate(ALICE, -3)) == 1  # lowering one's own is anyone's
+    assert len(generate(ROOT_KEY, 5)) == 1
