@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang into build-fuzz/ and runs each for a bounded time.
 # Usage: scripts/fuzz.sh [seconds per target, default 60] [target ...]   (targets default to all)
-# Seeds: the head of tests/data/models/stories260K.gguf and the tokenizer test strings (tests/data); findings land in
-# build-fuzz/findings/<target>/ and make the script exit non-zero.
+# Seeds: tests/fuzz/corpus/<target>/ (kept in the repo; grpc_request_fuzz's are written by
+# tests/fuzz/make_grpc_seeds.py), the head of tests/data/models/stories260K.gguf and the tokenizer test strings
+# (tests/data), and the request bodies below. What a run finds new goes to build-fuzz/corpus/<target>/; findings
+# land in build-fuzz/findings/<target>/ and make the script exit non-zero. CI runs every target for about a minute
+# (scripts/test.sh with CI=true); the long run in docs/security.md is `scripts/fuzz.sh 3600`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then targets=(gguf_fuzz tokenizer_fuzz http_request_fuzz page_record_fuzz); fi
+if [ ${#targets[@]} -eq 0 ]; then targets=(gguf_fuzz tokenizer_fuzz http_request_fuzz grpc_request_fuzz page_record_fuzz); fi
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/tqserve/ccache}
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTQ_BUILD_FUZZ=ON \
   -DTQ_BUILD_BENCH=OFF >/dev/null
@@ -56,7 +60,9 @@ for t in "${targets[@]}"; do
   if [ "$t" = tokenizer_fuzz ] || [ "$t" = http_request_fuzz ]; then max_len=4096; fi
   bin="$(find build-fuzz -name "$t" -type f -perm -u+x | head -n1)"
   echo "fuzz: $t for ${seconds}s"
-  if ! "$bin" "$corpus" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+  seeds=()
+  [ -d "tests/fuzz/corpus/$t" ] && seeds=("tests/fuzz/corpus/$t")
+  if ! "$bin" "$corpus" ${seeds[@]+"${seeds[@]}"} -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
       -artifact_prefix="$findings/" -print_final_stats=1 ${dict[@]+"${dict[@]}"} 2>"build-fuzz/$t.log"; then
     echo "fuzz: $t FAILED; see build-fuzz/$t.log and $findings/"
     tail -n 30 "build-fuzz/$t.log"

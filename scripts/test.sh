@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need (Debian packages, the Python venv, the default model), builds once,
-# and runs every test with ctest. `--quick` leaves out tests labelled slow. Prints how long each phase took.
+# and runs every test with ctest. `--quick` leaves out tests labelled slow. Then, in CI (CI=true) or when
+# TQ_FUZZ_SECONDS is set, a bounded libFuzzer run of every decoder (scripts/fuzz.sh, 60 s per target in CI).
+# Prints how long each phase took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exclude=()
@@ -31,5 +33,13 @@ rc=0
 ctest --test-dir build --output-on-failure -j"$(nproc)" "${exclude[@]}" --output-junit "$junit" \
   --test-output-size-passed 4000000 --test-output-size-failed 4000000 || rc=$?
 python3 scripts/test-skips.py "$junit" build || rc=$((rc == 0 ? 1 : rc))
+fuzz_seconds=${TQ_FUZZ_SECONDS:-}
+[ -z "$fuzz_seconds" ] && [ "${CI:-}" = true ] && fuzz_seconds=60
+if [ -n "$fuzz_seconds" ]; then
+  phase fuzz
+  bash scripts/fuzz.sh "$fuzz_seconds" || rc=$((rc == 0 ? 1 : rc))
+else
+  echo "== fuzz: not run (CI=true or TQ_FUZZ_SECONDS=N runs every fuzz target N seconds)"
+fi
 phase ""
 exit "$rc"

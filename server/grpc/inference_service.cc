@@ -7,6 +7,7 @@
 #include <random>
 
 #include "common/build_info.h"
+#include "server/grpc/generate_request.h"
 #include "server/request_options.h"
 
 namespace tq::server {
@@ -19,17 +20,6 @@ std::string NewRequestId() {
   char buf[24];
   std::snprintf(buf, sizeof buf, "grpc-%016llx", static_cast<unsigned long long>(rng()));
   return buf;
-}
-
-// Empty (the server picks one) or 1-128 characters of [A-Za-z0-9._:-].
-bool IsSafeRequestId(std::string_view id) {
-  if (id.size() > 128) return false;
-  for (char c : id) {
-    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == ':' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
 }
 
 v1::FinishReason ToProto(engine::FinishReason r) {
@@ -157,102 +147,12 @@ grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::
   const Caller caller = CallerOf(context);
   if (auto s = CheckKey(context); !s.ok()) return s;
   if (state_->draining) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is draining");
-  if (!in->model().empty() && in->model() != api_.model_id) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "model '" + in->model() + "' is not served here");
-  }
-  engine::GenerateRequest r;
-  // A client's id goes into logs and events: a short token of safe characters only.
-  if (!IsSafeRequestId(in->request_id())) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "request_id must be 1 to 128 characters of A-Z a-z 0-9 . _ : -");
-  }
-  r.id = in->request_id().empty() ? NewRequestId() : in->request_id();
-  if (in->input_case() != v1::GenerateRequest::kMessages && (in->tools_size() > 0 || in->has_tool_choice())) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "tools need messages (a chat)");
-  }
-  if (in->tool_choice().mode() < v1::ToolChoice::MODE_AUTO || in->tool_choice().mode() > v1::ToolChoice::MODE_NAMED) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "tool_choice.mode is not a known mode");
-  }
-  ToolJob tools;
-  switch (in->input_case()) {
-    case v1::GenerateRequest::kPrompt:
-      if (!IsValidUtf8(in->prompt())) {
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "prompt is not valid UTF-8");
-      }
-      r.prompt = engine_->Tokenize(in->prompt(), {.add_special = true, .parse_special = false});
-      break;
-    case v1::GenerateRequest::kPromptTokens:
-      r.prompt.assign(in->prompt_tokens().ids().begin(), in->prompt_tokens().ids().end());
-      for (int32_t id : r.prompt) {
-        if (id < 0 || id >= api_.vocab_size) {
-          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              "prompt token id " + std::to_string(id) + " is outside the vocabulary");
-        }
-      }
-      break;
-    case v1::GenerateRequest::kMessages: {
-      std::vector<engine::ChatMessage> messages;
-      for (const auto& m : in->messages().messages()) {
-        engine::ChatMessage message{m.role(), m.content()};
-        for (const auto& c : m.tool_calls()) message.tool_calls.push_back({c.id(), c.name(), c.arguments()});
-        message.tool_call_id = m.tool_call_id();
-        message.name = m.name();
-        messages.push_back(std::move(message));
-      }
-      for (const auto& t : in->tools()) tools.tools.push_back({t.name(), t.description(), t.parameters()});
-      static_assert(static_cast<int>(engine::ToolChoiceMode::kNamed) == v1::ToolChoice::MODE_NAMED &&
-                    static_cast<int>(engine::ToolChoiceMode::kNone) == v1::ToolChoice::MODE_NONE);
-      tools.choice = {static_cast<engine::ToolChoiceMode>(in->tool_choice().mode()), in->tool_choice().name()};
-      if (in->has_parallel_tool_calls()) tools.parallel = in->parallel_tool_calls();
-      auto prompt = engine_->ChatPrompt(messages, tools.active() ? tools.tools : std::vector<engine::ToolSpec>{});
-      if (!prompt.ok()) return ToGrpc(prompt.status());
-      r.prompt = std::move(prompt).value();
-      break;
-    }
-    case v1::GenerateRequest::INPUT_NOT_SET:
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "one of prompt, prompt_tokens or messages is required");
-  }
+  auto decoded = DecodeGenerateRequest(*in, caller, api_.model_id, api_.vocab_size, generation_->limits(), *engine_,
+                                       NewRequestId());
+  if (!decoded.ok()) return ToGrpc(decoded.status());
+  engine::GenerateRequest& r = decoded->request;
+  const ToolJob& tools = decoded->tools;
   const v1::SamplingParams& sp = in->sampling();
-  if (sp.has_temperature()) r.sampling.temperature = sp.temperature();
-  if (sp.has_top_p()) r.sampling.top_p = sp.top_p();
-  if (sp.has_top_k()) r.sampling.top_k = sp.top_k();
-  if (sp.has_min_p()) r.sampling.min_p = sp.min_p();
-  if (sp.has_repetition_penalty()) r.sampling.repetition_penalty = sp.repetition_penalty();
-  if (sp.has_frequency_penalty()) r.sampling.frequency_penalty = sp.frequency_penalty();
-  if (sp.has_presence_penalty()) r.sampling.presence_penalty = sp.presence_penalty();
-  if (sp.has_seed()) {
-    r.sampling.seed = sp.seed();
-    r.sampling.has_seed = true;
-  }
-  r.max_tokens = sp.has_max_tokens() ? sp.max_tokens() : generation_->limits().default_max_tokens;
-  r.stop.assign(sp.stop().begin(), sp.stop().end());
-  r.stop_tokens.assign(sp.stop_token_ids().begin(), sp.stop_token_ids().end());
-  r.ignore_eos = sp.ignore_eos();
-  r.logprobs = sp.logprobs();
-  r.top_logprobs = sp.top_logprobs();
-  // Priority reorders the waiting queue for everyone: raising it is the operator's (an admin key, or no keys at
-  // all); any key may lower its own.
-  if (in->priority() > 0 && !caller.admin) {
-    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                        "priority above 0 needs an admin key (server.admin_api_keys); other keys may only lower it");
-  }
-  r.priority = in->priority();
-  if (!sp.logit_bias().empty()) {
-    std::vector<std::pair<int64_t, double>> bias(sp.logit_bias().begin(), sp.logit_bias().end());
-    if (auto st = ApplyLogitBias(bias, generation_->limits(), api_.vocab_size, &r); !st.ok()) return ToGrpc(st);
-  }
-  if (sp.has_response_format()) {
-    static constexpr const char* kTypes[] = {"text", "json_object", "json_schema", "regex", "grammar"};
-    const auto& rf = sp.response_format();
-    if (rf.type() < 0 || rf.type() > v1::ResponseFormat::TYPE_GRAMMAR) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "response_format.type is not a known type");
-    }
-    ResponseFormat format{.type = kTypes[rf.type()], .source = rf.source(), .strict = rf.strict()};
-    if (auto st = ApplyResponseFormat(format, generation_->limits(), *engine_, &r); !st.ok()) return ToGrpc(st);
-  }
-  if (auto st = ApplyTools(&tools, generation_->limits(), *engine_, &r); !st.ok()) return ToGrpc(st);
-  if (auto st = ApplyCacheSalt(in->cache_salt(), &r); !st.ok()) return ToGrpc(st);
-  r.cache_salt = TenantCacheSalt(caller.tenant, r.cache_salt);
 
   const std::string id = r.id;
   std::vector<engine::GenerateRequest> choices;

@@ -19,9 +19,9 @@
 #include <string_view>
 
 #include "engine/api.h"
-#include "engine/grammar/grammar.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "server/http/openai.h"
+#include "tests/fuzz/decoding_engine.h"
 
 namespace {
 
@@ -30,53 +30,9 @@ namespace http = boost::beast::http;
 constexpr uint64_t kBodyLimit = 8192;         // small, so that the fuzzer reaches it (the server's default: 4 MiB)
 constexpr uint32_t kHeaderLimit = 64 * 1024;  // as HttpServer::Serve
 
-// The parts of the engine API that request decoding uses (tokenizer and chat template), over a real tokenizer;
-// generation is not reached from decoding, so those methods fail.
-class DecodingEngine final : public tq::engine::EngineApi {
- public:
-  explicit DecodingEngine(std::unique_ptr<tq::engine::Tokenizer> tokenizer) : tokenizer_(std::move(tokenizer)) {
-    constraints_ = tq::engine::ConstraintCompiler::Create(*tokenizer_, tokenizer_->vocab_size()).value();
-  }
-  tq::engine::ModelInfo Info() const override { return {}; }
-  std::vector<int32_t> Tokenize(std::string_view text, tq::engine::TokenizeOptions o) const override {
-    return tokenizer_->Encode(text, {.add_special = o.add_special, .parse_special = o.parse_special});
-  }
-  tq::StatusOr<std::string> Detokenize(std::span<const int32_t> ids) const override {
-    return tokenizer_->Decode(ids);
-  }
-  std::string TokenText(int32_t id) const override { return tokenizer_->TokenToPiece(id); }
-  tq::StatusOr<std::vector<int32_t>> ChatPrompt(const std::vector<tq::engine::ChatMessage>& m,
-                                                const std::vector<tq::engine::ToolSpec>& tools) const override {
-    TQ_ASSIGN_OR_RETURN(const std::string text, tq::engine::RenderChat(chat_, m, tools));
-    return tokenizer_->Encode(text, {.add_special = true, .parse_special = true});
-  }
-  tq::StatusOr<std::shared_ptr<const tq::engine::CompiledConstraint>> CompileConstraint(
-      const tq::engine::ConstraintSpec& spec) const override {
-    return constraints_->Compile(spec);
-  }
-  tq::Status Submit(tq::engine::GenerateRequest, tq::engine::EventSink) override {
-    return tq::UnimplementedError("decoding only");
-  }
-  bool Abort(const std::string&) override { return false; }
-  void StopAdmitting() override {}
-  void CancelAll() override {}
-  tq::engine::EngineStats Stats() const override { return {}; }
-  std::vector<tq::engine::HeadPlacement> HeadPlacements() const override { return {}; }
-  std::vector<tq::engine::KvEventRecord> KvEventsSince(uint64_t, size_t, int, uint64_t*) const override {
-    return {};
-  }
-  uint64_t LastKvEvent() const override { return 0; }
-  int32_t vocab_size() const { return tokenizer_->vocab_size(); }
-
- private:
-  std::unique_ptr<tq::engine::Tokenizer> tokenizer_;
-  std::unique_ptr<tq::engine::ConstraintCompiler> constraints_;
-  tq::engine::ChatTemplate chat_{tq::engine::ChatFormat::kChatMl, ""};
-};
-
 struct Fixture {
   std::unique_ptr<tq::engine::GgufFile> gguf;
-  std::unique_ptr<DecodingEngine> engine;
+  std::unique_ptr<tq::fuzz::DecodingEngine> engine;
   tq::server::ApiContext api;
 };
 
@@ -153,7 +109,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   }
   auto tokenizer = tq::engine::Tokenizer::FromGguf(**gguf);
   Check(tokenizer.ok(), "cannot build the tokenizer");
-  g_fixture = new Fixture{std::move(*gguf), std::make_unique<DecodingEngine>(std::move(*tokenizer)), {}};
+  g_fixture = new Fixture{std::move(*gguf), std::make_unique<tq::fuzz::DecodingEngine>(std::move(*tokenizer)), {}};
   g_fixture->api.model_id = "fuzz-model";
   g_fixture->api.engine = g_fixture->engine.get();
   g_fixture->api.ctx_size = 512;
