@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then targets=(gguf_fuzz tokenizer_fuzz http_request_fuzz grpc_request_fuzz page_record_fuzz); fi
+if [ ${#targets[@]} -eq 0 ]; then targets=(gguf_fuzz tokenizer_fuzz http_request_fuzz grpc_request_fuzz page_record_fuzz prefix_recovery_fuzz); fi
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/tqserve/ccache}
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTQ_BUILD_FUZZ=ON \
@@ -58,6 +58,7 @@ for t in "${targets[@]}"; do
   fi
   max_len=65536
   if [ "$t" = tokenizer_fuzz ] || [ "$t" = http_request_fuzz ]; then max_len=4096; fi
+  if [ "$t" = prefix_recovery_fuzz ]; then max_len=2048; fi
   bin="$(find build-fuzz -name "$t" -type f -perm -u+x | head -n1)"
   echo "fuzz: $t for ${seconds}s"
   seeds=()
