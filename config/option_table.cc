@@ -75,8 +75,8 @@ std::vector<Option> BuildOptionTable(Config* c) {
       "is closed and its request aborted, its KV freed",
       DoubleField(&c->server.send_timeout_s, 30.0, 0.1, 3600.0));
   Add(&t, "server.max_connections", "max-connections",
-      "HTTP connections served at once (a thread each); one more is answered 503 and closed at once; 0 = no "
-      "limit (each connection costs a thread and a descriptor)",
+      "HTTP connections served at once (a thread each), and gRPC calls in flight; one more connection is answered "
+      "503 and closed at once, one more call gets RESOURCE_EXHAUSTED; 0 = no limit (each costs a thread)",
       IntField(&c->server.max_connections, 1024, 0, 1 << 20));
   Add(&t, "server.model_id", "model-id",
       "Model name clients send and /v1/models lists; empty = the GGUF's general.name or file name",

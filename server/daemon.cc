@@ -2,9 +2,11 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -178,6 +180,17 @@ int RunDaemon(const config::Config& cfg) {
     builder.AddListeningPort(cfg.server.host + ":" + std::to_string(cfg.server.grpc_port), credentials,
                              &bound_port);
     builder.RegisterService(&service);
+    // The same bounds as HTTP: a message no larger than an HTTP body, and calls in flight (each holds a thread of
+    // the synchronous server) no more than server.max_connections; a call beyond it gets RESOURCE_EXHAUSTED.
+    builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(cfg.limits.max_body_bytes, INT32_MAX)));
+    grpc::ResourceQuota quota("tqserve-grpc");
+    if (cfg.server.max_connections > 0) {
+      // The quota counts the server's own polling threads too (2 here: min and max pollers).
+      quota.SetMaxThreads(cfg.server.max_connections + 2);
+      builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+      builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);
+      builder.SetResourceQuota(quota);
+    }
     grpc_server = builder.BuildAndStart();
     if (!grpc_server || bound_port == 0) {
       spdlog::error("cannot listen for gRPC on {}:{}", cfg.server.host, cfg.server.grpc_port);

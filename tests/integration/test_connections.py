@@ -136,3 +136,44 @@ def test_a_trickling_request_is_cut_at_the_read_timeout():
         assert http.get(d.url + "/health").status == 200
     finally:
         assert d.stop() == 0, d.logs()
+
+
+def test_grpc_calls_over_the_cap_and_large_messages_are_refused(grpc_pb):
+    """The gRPC front end has HTTP's bounds: calls in flight (a thread each) at most server.max_connections, more get
+    RESOURCE_EXHAUSTED at once and the rest still run; a message larger than limits.max_body_bytes is refused."""
+    import threading
+
+    import grpc
+    m, g = grpc_pb
+    d = Daemon(extra_args=["--max-connections", "2", "--max-body-bytes", "64KiB"])
+    try:
+        stub = g.InferenceStub(grpc.insecure_channel(f"127.0.0.1:{d.grpc_port}"))
+        results, lock = [], threading.Lock()
+
+        def call(i):
+            req = m.GenerateRequest(prompt=f"Story {i}:", sampling=m.SamplingParams(max_tokens=64, ignore_eos=True))
+            try:
+                n = sum(1 for r in stub.Generate(req, timeout=120) if r.HasField("final"))
+                outcome = "ok" if n == 1 else "no final"
+            except grpc.RpcError as e:
+                outcome = e.code()
+            with lock:
+                results.append(outcome)
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert results.count("ok") >= 1, results
+        assert results.count(grpc.StatusCode.RESOURCE_EXHAUSTED) >= 1, results
+        assert all(r in ("ok", grpc.StatusCode.RESOURCE_EXHAUSTED) for r in results), results
+        # Served again once the calls are done.
+        req = m.GenerateRequest(prompt="Again", sampling=m.SamplingParams(max_tokens=2))
+        assert sum(1 for r in stub.Generate(req, timeout=60) if r.HasField("final")) == 1
+        with pytest.raises(grpc.RpcError) as large:
+            list(stub.Generate(m.GenerateRequest(prompt="x" * (80 << 10)), timeout=60))
+        assert large.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, large.value
+        assert http.get(d.url + "/health").status == 200
+    finally:
+        assert d.stop() == 0, d.logs()
