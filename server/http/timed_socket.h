@@ -3,6 +3,11 @@
 // write after a time in which the peer took nothing (a client that stops reading). asio's blocking operations
 // wait forever (they poll again when SO_RCVTIMEO fires). Meets Beast's SyncReadStream and SyncWriteStream and
 // serves as the next layer of asio::ssl::stream.
+//
+// A peer that stops reading does not block a write until the kernel's send buffer is full, and that buffer grows
+// to megabytes (net.ipv4.tcp_wmem's maximum, 4 MiB by default): more than a whole streamed answer. So a write also
+// fails with timed_out when bytes have been waiting in the send queue (SIOCOUTQ) and the peer has taken none of
+// them for send_ms, as seen from one write to the next.
 #pragma once
 
 #include <poll.h>
@@ -11,14 +16,19 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/system/error_code.hpp>
 #include <boost/system/system_error.hpp>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#if defined(__linux__)
+#include <linux/sockios.h>
+#endif
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 
 namespace tq::server {
 
@@ -69,13 +79,20 @@ class TimedSocket {
     }
     ec = {};
     if (n == 0) return 0;
+    if (PeerStalled()) {
+      ec = boost::asio::error::timed_out;
+      return 0;
+    }
     pollfd p{socket_.native_handle(), POLLOUT, 0};
     for (;;) {
       msghdr msg{};
       msg.msg_iov = iov.data();
       msg.msg_iovlen = n;
       const ssize_t sent = ::sendmsg(socket_.native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (sent >= 0) return static_cast<size_t>(sent);
+      if (sent >= 0) {
+        written_ += sent;
+        return static_cast<size_t>(sent);
+      }
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
         ec = boost::system::error_code(errno, boost::system::system_category());
@@ -127,10 +144,31 @@ class TimedSocket {
   }
 
  private:
+  // True when bytes wait in the send queue and the peer has taken none since a write send_ms or more ago.
+  bool PeerStalled() {
+#if defined(SIOCOUTQ)
+    int queued = 0;
+    if (::ioctl(socket_.native_handle(), SIOCOUTQ, &queued) != 0) return false;  // poll() still applies
+    const auto now = Clock::now();
+    const int64_t taken = written_ - queued;
+    if (queued <= 0 || taken != taken_ || progress_ == Clock::time_point{}) {
+      taken_ = taken;
+      progress_ = now;
+      return false;
+    }
+    return now - progress_ >= std::chrono::milliseconds(send_ms_);
+#else
+    return false;
+#endif
+  }
+
   socket_type& socket_;
   int idle_ms_;
   int send_ms_;
   Clock::time_point read_deadline_ = Clock::time_point::max();
+  int64_t written_ = 0;          // bytes this object wrote to the socket
+  int64_t taken_ = 0;            // written_ minus the send queue, when last seen to change
+  Clock::time_point progress_;   // when taken_ last changed (or the queue was empty)
 };
 
 }  // namespace tq::server

@@ -84,5 +84,45 @@ TEST(TimedSocketTest, WritesToAPeerThatReadsNothingTimeOut) {
   EXPECT_FALSE(wec) << wec.message();
 }
 
+// A stream of small events to a peer that reads nothing fits in the kernel's send buffer (it grows to megabytes),
+// so no write ever blocks: the stall is seen in the send queue instead, after send_ms.
+TEST(TimedSocketTest, SmallWritesToAPeerThatReadsNothingTimeOut) {
+  Pair p;
+  TimedSocket timed(p.server, /*idle_ms=*/60000, /*send_ms=*/300);
+  const std::vector<char> event(300, 'z');  // about one SSE chunk
+  boost::system::error_code ec;
+  size_t sent = 0;
+  const auto start = Clock::now();
+  while (!ec && Clock::now() - start < std::chrono::seconds(10)) {
+    sent += timed.write_some(boost::asio::buffer(event), ec);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(ec, boost::asio::error::timed_out) << "sent " << sent << " bytes in " << s << " s";
+  EXPECT_LT(s, 3.0);
+  // A peer that reads slowly but steadily is not cut, though bytes wait in the queue the whole time.
+  Pair q;
+  TimedSocket ok(q.server, 60000, 300);
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    std::vector<char> in(1024);
+    boost::system::error_code rec;
+    while (!stop && !rec) {
+      q.client.read_some(boost::asio::buffer(in), rec);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  boost::system::error_code wec;
+  const auto t0 = Clock::now();
+  while (!wec && Clock::now() - t0 < std::chrono::milliseconds(1500)) {
+    ok.write_some(boost::asio::buffer(event), wec);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  stop = true;
+  q.server.shutdown(tcp::socket::shutdown_both);
+  reader.join();
+  EXPECT_FALSE(wec) << wec.message();
+}
+
 }  // namespace
 }  // namespace tq::server
