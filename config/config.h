@@ -86,6 +86,8 @@ struct KvConfig {
   std::string io_backend = "auto";  // auto | io_uring | pread
   int io_depth = 64;
   bool direct_io = true;
+  // Fault injection (the chaos bench, bench/chaos): every cold read and write completes this much later; 0 = off.
+  int io_latency_us = 0;
   int64_t prefix_cache_bytes = int64_t{1} << 30;  // 0 = no prefix cache
   double prefix_pin_s = 0;
   // device cuda: fractions of the (layer, KV head) pairs whose pages live in pinned RAM (warm) and in

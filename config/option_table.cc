@@ -210,6 +210,10 @@ std::vector<Option> BuildOptionTable(Config* c) {
       IntField(&c->kv.io_depth, 64, 1, 4096));
   Add(&t, "kv.direct_io", "kv-direct-io", "O_DIRECT for the cold files where the file system allows it",
       BoolField(&c->kv.direct_io, true));
+  Add(&t, "kv.io_latency_us", "kv-io-latency-us",
+      "Testing only (fault injection for bench/chaos): every cold tier read and write completes this many "
+      "microseconds late, as on a slow disk; 0 = off",
+      IntField(&c->kv.io_latency_us, 0, 0, 10000000));
   Add(&t, "kv.prefix_cache_bytes", "kv-prefix-cache-bytes",
       "Pages kept for reuse by requests with the same prefix (in the tiers; on disk across restarts when there is "
       "a cold tier); 0 = off",

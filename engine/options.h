@@ -43,6 +43,9 @@ struct KvStoreOptions {
   std::string io_backend = "auto";           // "auto", "io_uring" or "pread"
   uint32_t io_depth = 64;                    // cold reads and writes in flight
   bool direct_io = true;                     // O_DIRECT where the file system allows
+  // Fault injection (bench/chaos): every cold read and write completes this many microseconds late (the engine
+  // wraps the cold tier's queue in a storage::FaultQueue with one kLatency rule); 0 = off.
+  uint32_t io_latency_us = 0;
   // Identity of the model and KV layout: cold pages of an earlier run with the same fingerprint are kept at
   // start-up (TakeRecovered) for the prefix cache; others are erased.
   uint64_t fingerprint = 0;

@@ -47,6 +47,7 @@ engine::EngineOptions ToEngineOptions(const config::Config& cfg, std::string mod
   eo.kv_store.io_backend = cfg.kv.io_backend;
   eo.kv_store.io_depth = static_cast<uint32_t>(cfg.kv.io_depth);
   eo.kv_store.direct_io = cfg.kv.direct_io;
+  eo.kv_store.io_latency_us = static_cast<uint32_t>(cfg.kv.io_latency_us);
   eo.prefix_cache_bytes = static_cast<uint64_t>(cfg.kv.prefix_cache_bytes);
   eo.prefix_pin_seconds = cfg.kv.prefix_pin_s;
   eo.kv_adapt = cfg.kv.adapt;

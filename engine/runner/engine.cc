@@ -10,6 +10,7 @@
 
 #include "engine/runner/model_check.h"
 #include "engine/runner/text_stream.h"
+#include "storage/fault_queue.h"
 
 namespace tq::engine {
 namespace {
@@ -162,6 +163,21 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   const bool caching = options.prefix_cache_bytes > 0 && e->kv_layout_->all_paged() && !e->gpu_;
   if (e->gpu_ && options.prefix_cache_bytes > 0) spdlog::info("prefix cache: off on the GPU path");
   store_options.fingerprint = caching ? e->fingerprint_ : 0;
+  if (store_options.io_latency_us > 0 && !store_options.wrap_queue && !store_options.cold_dir.empty()) {
+    // Fault injection for the chaos bench: a slow disk under the real backend.
+    const uint32_t latency_us = store_options.io_latency_us;
+    store_options.wrap_queue = [latency_us](std::unique_ptr<storage::IoQueue> inner) {
+      auto queue = std::make_unique<storage::FaultQueue>(std::move(inner), /*seed=*/1);
+      storage::FaultRule rule;
+      rule.kind = storage::FaultKind::kLatency;
+      rule.every = 1;
+      rule.latency_us = latency_us;
+      queue->AddRule(rule);
+      return std::unique_ptr<storage::IoQueue>(std::move(queue));
+    };
+    spdlog::warn("KV cold tier: injected latency of {} us on every read and write (kv.io_latency_us, testing only)",
+                 latency_us);
+  }
   TQ_ASSIGN_OR_RETURN(e->store_, KvPageStore::Open(store_options, e->kv_layout_->class_page_bytes()));
   spdlog::info("KV tiers: {}", e->store_->Describe());
   if (options.kv_adapt) {
