@@ -710,16 +710,23 @@ def check_smoke(ctx):
         else:
             raise Failed("`docker-entrypoint.sh health` did not pass within 60 s")
         print(f"{where}: started through docker-entrypoint.sh; `docker-entrypoint.sh health` passes")
-        status, _ = get(f"http://127.0.0.1:{port}/ready")
+        # /health is liveness (200 while the model loads); /ready turns 200 once it is loaded and checked.
+        ready_by = time.time() + 60
+        while (status := get(f"http://127.0.0.1:{port}/ready")[0]) != 200 and time.time() < ready_by:
+            time.sleep(0.3)
         if status != 200:
-            ctx.error(f"/ready answered {status} after /health passed")
+            ctx.error(f"/ready answered {status} 60 s after /health passed")
         # One short completion, so that labelled families (requests by outcome) have a sample to show.
         req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", method="POST",
                                      data=json.dumps({"prompt": "Hello", "max_tokens": 2}).encode(),
                                      headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as r:
-            if r.status != 200:
-                ctx.error(f"/v1/completions answered {r.status}")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                if r.status != 200:
+                    ctx.error(f"/v1/completions answered {r.status}")
+        except urllib.error.HTTPError as e:
+            raise Failed(f"/v1/completions answered {e.code}: {e.read()[:300]!r}; the daemon's log ends: "
+                         + (ctx.tmp / "smoke.log").read_text()[-2000:])
         status, body = get(f"http://127.0.0.1:{port}/metrics")
         exported = {m for m in re.findall(r"^# TYPE (\S+) (\S+)", body, re.M)}
         names = {n for n, _ in exported}

@@ -1,9 +1,12 @@
-// A real full file system: a small tmpfs mounted by the test, filled until ENOSPC.
+// A real full file system: a small tmpfs mounted by the test. At open the store caps its budget to the room there
+// is (or refuses a full one); a disk that another writer fills later gives ENOSPC, which stops admission.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include "storage/cold_store.h"
 #include "storage/page_format.h"
@@ -46,6 +49,14 @@ TEST_P(DiskFullTest, FillsUntilEnospcThenStopsAdmittingAndStaysReadable) {
   StatusOr<std::unique_ptr<ColdStore>> opened = ColdStore::Open(o);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   ColdStore& store = **opened;
+  EXPECT_LE(store.slot_count() * store.slot_bytes(), 8ull << 20);  // the budget was capped to the file system
+  {
+    // Another writer takes 6 MiB of the 8 after the store opened: the disk fills before the budget does.
+    std::ofstream filler(dir_.path() + "/filler", std::ios::binary);
+    const std::vector<char> zeros(6 << 20, 0);
+    filler.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+    ASSERT_TRUE(filler.good());
+  }
 
   constexpr size_t kLen = 60000;
   uint64_t stored = 0;
@@ -56,8 +67,8 @@ TEST_P(DiskFullTest, FillsUntilEnospcThenStopsAdmittingAndStaysReadable) {
     ++stored;
   }
   EXPECT_EQ(last.code(), StatusCode::kResourceExhausted) << last.ToString();
-  EXPECT_GT(stored, 50u);  // most of 8 MiB: 128 whole slots, or 136 pages of 60 KiB when files grow by writes
-  EXPECT_LE(stored, 136u);
+  EXPECT_GT(stored, 10u);  // most of the 2 MiB left: up to 32 whole slots, or 34 pages of 60 KiB grown by writes
+  EXPECT_LE(stored, 34u);
   EXPECT_FALSE(store.admitting());
   EXPECT_EQ(store.stats().errors(TierError::kNoSpace), 1u);
   EXPECT_EQ(store.Put(5000, PageBytes(5000, 10)).code(), StatusCode::kResourceExhausted);
@@ -70,11 +81,29 @@ TEST_P(DiskFullTest, FillsUntilEnospcThenStopsAdmittingAndStaysReadable) {
     ASSERT_EQ(*n, kLen);
     ASSERT_EQ(std::memcmp(got.data(), PageBytes(id, kLen).data(), kLen), 0) << id;
   }
-  // Freeing pages frees slots inside the files: admission resumes and those slots are reused without new
-  // space.
+  // The other writer frees its space: admission resumes and pages are written again.
   for (uint64_t id = 0; id < 4; ++id) ASSERT_TRUE(store.Erase(id).ok());
+  ASSERT_EQ(std::remove((dir_.path() + "/filler").c_str()), 0);
   store.ResumeAdmission();
-  EXPECT_TRUE(store.Put(7000, PageBytes(7000, kLen)).ok());
+  const Status again = store.Put(7000, PageBytes(7000, kLen));
+  EXPECT_TRUE(again.ok()) << again.ToString();
+}
+
+TEST_P(DiskFullTest, AFullFileSystemIsRefusedAtOpen) {
+  {
+    std::ofstream filler(dir_.path() + "/filler", std::ios::binary);
+    const std::vector<char> zeros(1 << 20, 0);
+    while (filler.write(zeros.data(), static_cast<std::streamsize>(zeros.size()))) {
+    }
+  }
+  ColdStoreOptions o;
+  o.cold_dir = dir_.path() + "/cold";
+  o.max_page_bytes = 64 * 1024 - kPageHeaderBytes;
+  o.io = IoQueueOptions{GetParam().backend, 8};
+  StatusOr<std::unique_ptr<ColdStore>> opened = ColdStore::Open(o);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), StatusCode::kResourceExhausted) << opened.status().ToString();
+  EXPECT_NE(opened.status().message().find("is full"), std::string::npos) << opened.status().ToString();
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DiskFullTest,
