@@ -35,8 +35,14 @@ uint64_t SaltedRoot(uint64_t fingerprint, std::string_view salt) {
   return PrefixHash(fingerprint, bytes);
 }
 
-PrefixCache::PrefixCache(KvPageStore* store, int n_layers, int n_kv_heads, uint64_t budget_bytes, double pin_seconds)
-    : store_(store), n_layers_(n_layers), n_kv_heads_(n_kv_heads), budget_(budget_bytes), pin_seconds_(pin_seconds) {}
+PrefixCache::PrefixCache(KvPageStore* store, int n_layers, int n_kv_heads, uint64_t budget_bytes, double pin_seconds,
+                         std::unique_ptr<EvictionPolicy> policy)
+    : store_(store),
+      n_layers_(n_layers),
+      n_kv_heads_(n_kv_heads),
+      budget_(budget_bytes),
+      pin_seconds_(pin_seconds),
+      policy_(policy ? std::move(policy) : MakeLruPolicy()) {}
 
 // The entries' references are not released: the store goes down right after (RAM pages with it) and cold pages
 // must stay on disk for the next start.
@@ -79,20 +85,17 @@ void PrefixCache::Insert(uint64_t hash, uint64_t parent, uint32_t page_index, st
   e.last_used = now;
   if (page_index > 0) {
     PrefixEntry& p = entries_.at(parent);
-    if (p.children++ == 0) leaves_.erase({p.last_used, parent});
+    if (p.children++ == 0) policy_->Remove(parent, p.last_used);
     children_.emplace(parent, hash);
   }
   stats_.bytes += e.bytes;
   entries_.emplace(hash, std::move(e));
-  leaves_.insert({now, hash});
+  policy_->Add(hash, now);
   Trim(now);
 }
 
 void PrefixCache::Touch(PrefixEntry& e, Clock::time_point now) {
-  if (e.children == 0) {
-    leaves_.erase({e.last_used, e.hash});
-    leaves_.insert({now, e.hash});
-  }
+  if (e.children == 0) policy_->Use(e.hash, e.last_used, now);
   e.last_used = now;
 }
 
@@ -100,7 +103,7 @@ void PrefixCache::Drop(std::unordered_map<uint64_t, PrefixEntry>::iterator it) {
   PrefixEntry& e = it->second;
   for (uint64_t id : e.pages) store_->Release(id);
   stats_.bytes -= e.bytes;
-  if (e.children == 0) leaves_.erase({e.last_used, e.hash});
+  if (e.children == 0) policy_->Remove(e.hash, e.last_used);
   if (e.page_index > 0) {
     auto [first, last] = children_.equal_range(e.parent);
     for (auto c = first; c != last; ++c) {
@@ -111,7 +114,7 @@ void PrefixCache::Drop(std::unordered_map<uint64_t, PrefixEntry>::iterator it) {
     }
     auto parent = entries_.find(e.parent);
     if (parent != entries_.end() && --parent->second.children == 0) {
-      leaves_.insert({parent->second.last_used, parent->first});
+      policy_->Add(parent->first, parent->second.last_used);
     }
   }
   entries_.erase(it);
@@ -135,12 +138,10 @@ void PrefixCache::Erase(uint64_t hash) {
 }
 
 bool PrefixCache::EvictOne(Clock::time_point now) {
-  // The least recently used leaf; when even it is pinned, every leaf is.
-  if (leaves_.empty()) return false;
   const auto pin = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(pin_seconds_));
-  const auto [last_used, hash] = *leaves_.begin();
-  if (now - last_used < pin) return false;
-  Drop(entries_.find(hash));
+  const std::optional<uint64_t> victim = policy_->Victim(now, pin);
+  if (!victim) return false;
+  Drop(entries_.find(*victim));
   ++stats_.evictions;
   return true;
 }

@@ -8,8 +8,9 @@
 // transform (value scale, key mean and scale) for page 0. A lookup walks h_0, h_1, ... and stops at the first missing entry.
 //
 // Ownership: an entry holds one reference on each of its pages (KvPageStore::Retain), a sequence using them holds
-// its own. Budget: entries' page bytes <= budget_bytes, least recently used leaf entries (no longer entry extends
-// them) evicted first; an entry used within `pin_seconds` is pinned and never evicted. Pages of entries no sequence
+// its own. Budget: entries' page bytes <= budget_bytes; leaf entries (no longer entry extends them) are evicted in
+// the order of an EvictionPolicy (engine/kv/eviction.h; least recently used unless told otherwise); an entry used
+// within `pin_seconds` is pinned and never evicted. Pages of entries no sequence
 // uses move to the cold tier (durable) when there is one; at start-up, recovered cold pages whose entries are
 // complete (every head present) become entries again, the rest are released.
 //
@@ -20,10 +21,10 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
-#include <set>
 #include <unordered_map>
 #include <vector>
 
+#include "engine/kv/eviction.h"
 #include "engine/kv/page_store.h"
 
 namespace tq::engine {
@@ -50,7 +51,9 @@ class PrefixCache {
  public:
   using Clock = std::chrono::steady_clock;
 
-  PrefixCache(KvPageStore* store, int n_layers, int n_kv_heads, uint64_t budget_bytes, double pin_seconds);
+  // `policy`: null = least recently used first.
+  PrefixCache(KvPageStore* store, int n_layers, int n_kv_heads, uint64_t budget_bytes, double pin_seconds,
+              std::unique_ptr<EvictionPolicy> policy = nullptr);
   ~PrefixCache();  // keeps its pages: cold ones stay on disk for the next start (the store must close next)
 
   // The longest run of entries along `hashes` (h_0, h_1, ...); marks them used.
@@ -64,7 +67,7 @@ class PrefixCache {
   bool Contains(uint64_t hash) const { return entries_.count(hash) != 0; }
   // Drops an entry and everything that extends it (e.g. its pages failed to read back).
   void Erase(uint64_t hash);
-  // Evicts the least recently used unpinned leaf entry; false when none can go.
+  // Evicts the policy's choice among the unpinned leaf entries; false when none can go.
   bool EvictOne(Clock::time_point now);
   // Evicts until within the budget.
   void Trim(Clock::time_point now);
@@ -77,7 +80,7 @@ class PrefixCache {
 
  private:
   void Drop(std::unordered_map<uint64_t, PrefixEntry>::iterator it);
-  void Touch(PrefixEntry& e, Clock::time_point now);  // last_used = now, keeping leaves_ in order
+  void Touch(PrefixEntry& e, Clock::time_point now);  // last_used = now, telling the policy when it is a leaf
 
   KvPageStore* store_;
   int n_layers_, n_kv_heads_;
@@ -85,7 +88,7 @@ class PrefixCache {
   double pin_seconds_;
   std::unordered_map<uint64_t, PrefixEntry> entries_;
   std::unordered_multimap<uint64_t, uint64_t> children_;          // parent hash -> child hashes (for Erase)
-  std::set<std::pair<Clock::time_point, uint64_t>> leaves_;        // entries without children, oldest use first
+  std::unique_ptr<EvictionPolicy> policy_;                         // holds the leaves (entries without children)
   PrefixCacheStats stats_;
 };
 
