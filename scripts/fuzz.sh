@@ -13,6 +13,9 @@ shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then targets=(gguf_fuzz tokenizer_fuzz http_request_fuzz grpc_request_fuzz page_record_fuzz prefix_recovery_fuzz); fi
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/tqserve/ccache}
+# Debug info (-g) makes ccache hash paths: relative to the clone and not the build directory, so that a fresh clone
+# elsewhere (CI) hits the cache of an earlier build.
+export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTQ_BUILD_FUZZ=ON \
   -DTQ_BUILD_BENCH=OFF >/dev/null
