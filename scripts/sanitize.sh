@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The daemon under a sanitizer, running the integration suite (tests/integration/*.py) against it.
-# Usage: scripts/sanitize.sh address|thread [pytest arguments]
+# Usage: scripts/sanitize.sh address|thread [pytest arguments, e.g. test files; default: the whole suite]
 #   address: ASan + UBSan (build-asan/), thread: TSan (build-tsan/); RelWithDebInfo, CUDA off, only the tqserve
 #   binary is built (ccache, as scripts/build.sh). Every sanitizer report is written under build-<san>/reports/;
 #   the script fails when a test fails or when any report was written (a race or leak in a daemon whose test
@@ -35,8 +35,9 @@ export LSAN_OPTIONS="suppressions=$supp/lsan.txt"
 export TSAN_OPTIONS="log_path=$reports/tsan:halt_on_error=0:second_deadlock_stack=1:suppressions=$supp/tsan.txt"
 venv=$(scripts/python-env.sh)
 rc=0
+[ $# -eq 0 ] && set -- .
 (cd tests/integration && TQ_TEST_BINARY_DIR="$PWD/../../$dir" "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider \
-  --ignore=test_skips.py "$@" .) || rc=$?
+  --ignore=test_skips.py "$@") || rc=$?
 found=$(find "$reports" -type f | sort)
 if [ -n "$found" ]; then
   echo "sanitize: $san reports:"

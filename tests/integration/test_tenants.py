@@ -66,15 +66,18 @@ def test_abort_and_events_are_per_key(d, grpc_pb):
                             sampling=m.SamplingParams(max_tokens=3000, ignore_eos=True))
     finals = []
     since = [stub.GetServerInfo(m.GetServerInfoRequest(), metadata=md(ROOT_KEY))]
+    streaming = threading.Event()  # the prompt is in the KV cache (its pages made events) once tokens stream
 
     def run():
         for resp in stub.Generate(req, timeout=120, metadata=md(ALICE)):
+            if resp.HasField("chunk"):
+                streaming.set()
             if resp.HasField("final"):
                 finals.append(resp.final)
 
     t = threading.Thread(target=run)
     t.start()
-    time.sleep(1.0)
+    assert streaming.wait(60)  # a slow (sanitizer) build may take seconds to prefill
     assert not stub.Abort(m.AbortRequest(request_id="alice-long"), metadata=md(BOB)).found
     time.sleep(0.3)
     assert t.is_alive()  # bob's abort did nothing
