@@ -24,6 +24,7 @@ struct DecodeArgs {
   std::vector<std::string> formats = {"f16", "int8", "tq4", "tq3"};
   int steps = 16;
   int rounds = 3;
+  int prompt = 0;  // > 0: also the prompt-processing speed of a PROMPT-token prompt into an empty sequence
   bool json = false;
 };
 
@@ -36,9 +37,16 @@ struct Column {
   std::unique_ptr<engine::KvPageStore> store;
   std::unique_ptr<engine::SequenceKv> kv;
   int32_t next = 1;  // the token its next decode step feeds
-  double best = 0;   // tok/s, best round at the current context
+  std::vector<double> rounds;  // tok/s of each round at the current context
   double seconds = 0;  // timed decode steps at the current context, all rounds
 };
+
+// The median of a non-empty list (the mean of the middle two for an even count), as llama-bench's samples allow.
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 // Appends the tokens [kv.n_tokens(), target) of `tokens` to the sequence, 256 per forward pass.
 Status Prefill(const engine::Model& model, engine::SequenceKv& kv, const std::vector<int32_t>& tokens, int target,
@@ -54,6 +62,24 @@ Status Prefill(const engine::Model& model, engine::SequenceKv& kv, const std::ve
   return Status::Ok();
 }
 
+// Prompt processing as llama-bench's pp test: `rounds` times, a fresh sequence takes `prompt` tokens in one
+// forward pass (logits of the last only); tok/s of each round.
+StatusOr<std::vector<double>> MeasurePrompt(const engine::Model& model, const Column& c,
+                                            const std::vector<int32_t>& tokens, int prompt, int rounds,
+                                            engine::ThreadPool& pool) {
+  std::vector<double> out;
+  std::vector<float> logits;
+  for (int r = 0; r < rounds; ++r) {
+    engine::SequenceKv kv(c.layout, prompt + 1, c.store.get());
+    std::vector<engine::BatchToken> batch;
+    for (int p = 0; p < prompt; ++p) batch.push_back({tokens[p], p, &kv, p == prompt - 1});
+    const auto t0 = Clock::now();
+    TQ_RETURN_IF_ERROR(model.Forward(batch, pool, &logits));
+    out.push_back(prompt / std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return out;
+}
+
 int Fail(const Status& s, int code) {
   std::fprintf(stderr, "tqserve bench decode: %s\n", s.ToString().c_str());
   return code;
@@ -67,7 +93,8 @@ int Run(const DecodeArgs& a) {
   std::vector<int> contexts = a.contexts;
   std::sort(contexts.begin(), contexts.end());
   engine::ThreadPool pool(a.model.threads);
-  const int capacity = contexts.back() + a.rounds * a.steps * static_cast<int>(contexts.size()) + 1;
+  const int capacity =
+      std::max(contexts.back() + a.rounds * a.steps * static_cast<int>(contexts.size()), a.prompt) + 1;
   // The same random tokens for every configuration.
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> token(1, (*model)->hparams().vocab_size - 1);
@@ -104,6 +131,23 @@ int Run(const DecodeArgs& a) {
     }
   }
   nlohmann::json rows = nlohmann::json::array();
+  if (a.prompt > 0) {
+    for (Column& c : cols) {
+      auto rounds = MeasurePrompt(**model, c, tokens, a.prompt, a.rounds, pool);
+      if (!rounds.ok()) return Fail(rounds.status(), kExitFailure);
+      const double median = Median(*rounds);
+      std::fprintf(stderr, "%s: prompt of %d at %.1f tok/s\n", c.name.c_str(), a.prompt, median);
+      rows.push_back({{"config", c.name},
+                      {"format", c.format},
+                      {"cold", c.on_disk},
+                      {"phase", "prompt"},
+                      {"prompt", a.prompt},
+                      {"tokens_per_second", median},
+                      {"tokens_per_second_min", *std::min_element(rounds->begin(), rounds->end())},
+                      {"tokens_per_second_max", *std::max_element(rounds->begin(), rounds->end())},
+                      {"rounds_tokens_per_second", *rounds}});
+    }
+  }
   std::vector<std::vector<double>> tps(cols.size(), std::vector<double>(contexts.size()));
   for (size_t ci = 0; ci < contexts.size(); ++ci) {
     std::vector<engine::ColdCacheStats> before(cols.size());
@@ -116,7 +160,7 @@ int Run(const DecodeArgs& a) {
       before[k] = st.cold_cache;
       before_read[k] = st.tiers[2].io.read_bytes;
       before_held[k] = st.cold_held;
-      c.best = 0;
+      c.rounds.clear();
       c.seconds = 0;
     }
     std::vector<float> logits;
@@ -129,13 +173,14 @@ int Run(const DecodeArgs& a) {
           c.next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
         }
         const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-        c.best = std::max(c.best, a.steps / seconds);
+        c.rounds.push_back(a.steps / seconds);
         c.seconds += seconds;
       }
     }
     for (size_t k = 0; k < cols.size(); ++k) {
       Column& c = cols[k];
-      tps[k][ci] = c.best;
+      const double median = Median(c.rounds);
+      tps[k][ci] = median;
       const engine::KvStoreStats st = c.store->Stats();
       const engine::ColdCacheStats& cc = st.cold_cache;
       const uint64_t read_bytes = st.tiers[2].io.read_bytes - before_read[k];
@@ -144,18 +189,22 @@ int Run(const DecodeArgs& a) {
       if (c.on_disk && read_ios > 0) {
         // What the disk delivered while the timed steps ran: the bound on tok/s when every step reads this much.
         std::fprintf(stderr, "%s at %d: %.1f tok/s; read %.1f MB a step from disk in %.0f KiB I/Os, %.0f MB/s\n",
-                     c.name.c_str(), contexts[ci], c.best, static_cast<double>(read_bytes) / steps / 1e6,
+                     c.name.c_str(), contexts[ci], median, static_cast<double>(read_bytes) / steps / 1e6,
                      static_cast<double>(read_bytes) / static_cast<double>(read_ios) / 1024,
                      static_cast<double>(read_bytes) / c.seconds / 1e6);
       } else {
-        std::fprintf(stderr, "%s at %d: %.1f tok/s\n", c.name.c_str(), contexts[ci], c.best);
+        std::fprintf(stderr, "%s at %d: %.1f tok/s\n", c.name.c_str(), contexts[ci], median);
       }
       rows.push_back(
           {{"config", c.name},
            {"format", c.format},
            {"cold", c.on_disk},
+           {"phase", "decode"},
            {"ctx", contexts[ci]},
-           {"tokens_per_second", c.best},
+           {"tokens_per_second", median},
+           {"tokens_per_second_min", *std::min_element(c.rounds.begin(), c.rounds.end())},
+           {"tokens_per_second_max", *std::max_element(c.rounds.begin(), c.rounds.end())},
+           {"rounds_tokens_per_second", c.rounds},
            {"kv_bits_per_value", c.layout->bits_per_value()},
            {"kv_bytes", c.kv->bytes()},
            {"bytes_by_tier",
@@ -170,15 +219,15 @@ int Run(const DecodeArgs& a) {
            {"cold_read_bytes", read_bytes},
            {"timed_steps", a.steps * a.rounds},
            {"cold_read_bytes_per_second", c.seconds > 0 ? static_cast<double>(read_bytes) / c.seconds : 0.0},
-           {"ratio_vs_first", c.best / tps[0][ci]}});
-      if (c.on_disk) rows.back()["ratio_vs_ram"] = c.best / tps[k - 1][ci];
+           {"ratio_vs_first", median / tps[0][ci]}});
+      if (c.on_disk) rows.back()["ratio_vs_ram"] = median / tps[k - 1][ci];
     }
   }
   if (a.json) {
     std::printf("%s\n", rows.dump(1).c_str());
     return kExitOk;
   }
-  std::printf("decode tok/s (best of %d rounds of %d steps after filling the context, %d threads; ratio to %s%s)\n%-8s",
+  std::printf("decode tok/s (median of %d rounds of %d steps after filling the context, %d threads; ratio to %s%s)\n%-8s",
               a.rounds, a.steps, pool.size(), a.formats[0].c_str(),
               cold ? "; @cold: ratio to the same configuration in RAM" : "", "ctx");
   for (const Column& c : cols) std::printf(" %18s", c.name.c_str());
@@ -190,6 +239,12 @@ int Run(const DecodeArgs& a) {
     }
   }
   std::printf("\n");
+  for (const nlohmann::json& row : rows) {
+    if (row["phase"] != "prompt") continue;
+    std::printf("prompt of %d, %s: %.1f tok/s (median of %d; %.1f to %.1f)\n", a.prompt,
+                row["config"].get<std::string>().c_str(), row["tokens_per_second"].get<double>(), a.rounds,
+                row["tokens_per_second_min"].get<double>(), row["tokens_per_second_max"].get<double>());
+  }
   return kExitOk;
 }
 
@@ -232,14 +287,21 @@ std::function<int()> AddBenchDecode(CLI::App* bench, CLI::App** subcommand) {
   auto args = std::make_shared<DecodeArgs>();
   CLI::App* app = bench->add_subcommand("decode", "Model decode speed against context length per KV format");
   AddModelFlags(app, &args->model);
-  app->add_option("--ctx", args->contexts, "Context lengths")->delimiter(',')->capture_default_str();
+  app->add_option("--ctx", args->contexts, "Context lengths (tokens filled before the timed decode steps)")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
+  app->add_option("--prompt", args->prompt,
+                  "Also time a prompt of N tokens into an empty sequence, one forward pass, per round (0: no)")
+      ->check(CLI::Range(0, 1 << 20));
   app->add_option("--formats", args->formats,
                   "KV formats (K = V) or presets (code, longdoc, chat, auto with --kv-profile; uniform:FMT); the "
                   "first is the reference. With --kv-cold-dir each runs in RAM and with its SPARSE pages on disk")
       ->delimiter(',')
       ->capture_default_str();
   app->add_option("--steps", args->steps, "Decode steps per round")->check(CLI::Range(1, 100000));
-  app->add_option("--rounds", args->rounds, "Rounds alternating between the configurations; the best counts")
+  app->add_option("--rounds", args->rounds,
+                  "Rounds alternating between the configurations; the median counts (JSON also has min and max)")
       ->check(CLI::Range(1, 1000));
   app->add_flag("--json", args->json, "Print a JSON list");
   *subcommand = app;

@@ -50,7 +50,7 @@ void BM_MatMulRows(benchmark::State& state, WeightType type) {
 }
 
 const bool kRegistered = [] {
-  for (WeightType type : {WeightType::kQ4_1, WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_K,
+  for (WeightType type : {WeightType::kQ4_1, WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ5_0, WeightType::kQ4_K,
                           WeightType::kQ5_K, WeightType::kQ6_K, WeightType::kF16, WeightType::kBF16,
                           WeightType::kF32}) {
     const std::string name = "MatMulRows/" + std::string(WeightTypeName(type));

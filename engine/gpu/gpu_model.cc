@@ -134,7 +134,10 @@ Status GpuModel::UploadWeights(const engine::Model& cpu) {
   if (w.output.data != w.token_embd.data) {
     TQ_ASSIGN_OR_RETURN(output_, UploadF16({&w.output}));
   }
-  weight_bytes_ = token_embd_.bytes() + output_norm_.bytes() + output_.bytes();
+  if (w.rope_freqs.present()) {
+    TQ_ASSIGN_OR_RETURN(rope_freqs_, UploadF32({&w.rope_freqs}));
+  }
+  weight_bytes_ = token_embd_.bytes() + output_norm_.bytes() + output_.bytes() + rope_freqs_.bytes();
   layers_.resize(hp_.n_layers);
   for (int l = 0; l < hp_.n_layers; ++l) {
     const engine::LayerWeights& s = w.layers[l];
@@ -504,7 +507,8 @@ Status GpuModel::ForwardChunk(GpuSequence& seq, std::span<const int32_t> tokens,
     TQ_RETURN_IF_ERROR(MatMulF16(Halfs(L.wqkv), qkv_dim_, E, xn, E, n, qkv, qkv_dim_, false, st));
     if (L.bqkv.get() != nullptr) TQ_RETURN_IF_ERROR(AddBias(qkv, qkv_dim_, Floats(L.bqkv), qkv_dim_, n, st));
     // q heads then k heads are contiguous in a row: one RoPE call for both.
-    TQ_RETURN_IF_ERROR(Rope(qkv, qkv_dim_, n, hp.n_heads + H, D, hp.n_rot, d_pos, hp.rope_base, neox_, st));
+    TQ_RETURN_IF_ERROR(Rope(qkv, qkv_dim_, n, hp.n_heads + H, D, hp.n_rot, d_pos, hp.rope_base,
+                         rope_freqs_.get() != nullptr ? Floats(rope_freqs_) : nullptr, neox_, st));
     float* tail_k = seq.tail_k_.as<float>() + int64_t{l} * H * head_stride;
     float* tail_v = seq.tail_v_.as<float>() + int64_t{l} * H * head_stride;
     TQ_RETURN_IF_ERROR(ScatterKv(qkv + q_dim_, qkv + q_dim_ + kv_dim_, qkv_dim_, n, H, D, tail_k, tail_v,

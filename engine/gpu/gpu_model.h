@@ -163,6 +163,7 @@ class GpuModel {
   DeviceBuffer token_embd_;     // [vocab][n_embd] fp16
   DeviceBuffer output_norm_;    // [n_embd] f32
   DeviceBuffer output_;         // [vocab][n_embd] fp16; empty when tied to token_embd_
+  DeviceBuffer rope_freqs_;     // [n_rot / 2] f32 RoPE angle divisors (Llama 3.1 scaling); empty without
   std::vector<Layer> layers_;
   size_t weight_bytes_ = 0;
 

@@ -115,7 +115,7 @@ __global__ void AddBiasKernel(float* y, int64_t y_stride, const float* bias, int
 }
 
 __global__ void RopeKernel(float* x, int64_t x_stride, int batch, int n_heads, int head_dim, int n_rot,
-                           const int32_t* pos, float base, bool neox) {
+                           const int32_t* pos, float base, const float* divisors, bool neox) {
   const int half = n_rot / 2;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= static_cast<int64_t>(batch) * n_heads * half) return;
@@ -123,7 +123,8 @@ __global__ void RopeKernel(float* x, int64_t x_stride, int batch, int n_heads, i
   const int h = static_cast<int>(t / half % n_heads);
   const int b = static_cast<int>(t / half / n_heads);
   // As RopeAngles in engine/llm/model.cc: the angle in double, cos and sin rounded to float.
-  const double theta = pos[b] * pow(static_cast<double>(base), -2.0 * i / n_rot);
+  double theta = pos[b] * pow(static_cast<double>(base), -2.0 * i / n_rot);
+  if (divisors != nullptr) theta /= divisors[i];
   const float c = static_cast<float>(cos(theta));
   const float s = static_cast<float>(sin(theta));
   float* v = x + b * x_stride + static_cast<int64_t>(h) * head_dim;
@@ -222,10 +223,11 @@ Status AddBias(float* y, int64_t y_stride, const float* bias, int n, int batch, 
 }
 
 Status Rope(float* x, int64_t x_stride, int batch, int n_heads, int head_dim, int n_rot, const int32_t* pos,
-            float base, bool neox, cudaStream_t stream) {
+            float base, const float* divisors, bool neox, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(batch) * n_heads * (n_rot / 2);
   if (total <= 0) return Status::Ok();
-  RopeKernel<<<Blocks(total), kThreads, 0, stream>>>(x, x_stride, batch, n_heads, head_dim, n_rot, pos, base, neox);
+  RopeKernel<<<Blocks(total), kThreads, 0, stream>>>(x, x_stride, batch, n_heads, head_dim, n_rot, pos, base,
+                                                     divisors, neox);
   TQ_CUDA_RETURN_IF_LAUNCH_FAILED("Rope");
   return Status::Ok();
 }

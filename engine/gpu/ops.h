@@ -29,9 +29,10 @@ Status MatMulF16(const uint16_t* w, int rows, int cols, const float* x, int64_t 
 Status AddBias(float* y, int64_t y_stride, const float* bias, int n, int batch, cudaStream_t stream);
 
 // RoPE of the first n_rot dims of each head of x[b] ([n_heads][head_dim] at x + b * x_stride) by position pos[b]
-// (device [batch]); angle i = pos * base^(-2i / n_rot) in double. neox: pairs (i, i + n_rot/2), else (2i, 2i+1).
+// (device [batch]); angle i = pos * base^(-2i / n_rot) / divisors[i] in double (divisors: device [n_rot / 2], or
+// null for none). neox: pairs (i, i + n_rot/2), else (2i, 2i+1).
 Status Rope(float* x, int64_t x_stride, int batch, int n_heads, int head_dim, int n_rot, const int32_t* pos,
-            float base, bool neox, cudaStream_t stream);
+            float base, const float* divisors, bool neox, cudaStream_t stream);
 
 // out[b][i] = silu(gu[b][i]) * gu[b][n + i]: gu [batch][2n] (gate then up), out [batch][n].
 Status SwiGlu(const float* gu, int n, int batch, float* out, cudaStream_t stream);

@@ -130,10 +130,12 @@ void AddBias(float* y, const Weight& bias, int64_t batch) {
 }
 
 // Rotates each head of x ([n_heads, head_dim]) by position `pos`.
-// cos and sin of the rotation angles of position `pos`: [n_rot / 2] each (the same for every layer).
-void RopeAngles(int n_rot, int pos, float base, float* c, float* s) {
+// cos and sin of the rotation angles of position `pos`: [n_rot / 2] each (the same for every layer). `divisors`
+// ([n_rot / 2], or null for none) divide the angles: Llama 3.1's rope_freqs.weight, as llama.cpp applies it.
+void RopeAngles(int n_rot, int pos, float base, const float* divisors, float* c, float* s) {
   for (int i = 0; i < n_rot / 2; ++i) {
-    const double theta = pos * std::pow(static_cast<double>(base), -2.0 * i / n_rot);
+    double theta = pos * std::pow(static_cast<double>(base), -2.0 * i / n_rot);
+    if (divisors != nullptr) theta /= divisors[i];
     c[i] = static_cast<float>(std::cos(theta));
     s[i] = static_cast<float>(std::sin(theta));
   }
@@ -245,14 +247,15 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
   const int half = hp.n_rot / 2;
   const bool two_bases = hp.sliding_window > 0 && hp.arch->swa_period > 0 && hp.arch->rope_base_local > 0;
   std::vector<float> rope_cos(B * half), rope_sin(B * half), local_cos, local_sin;
+  const float* rope_div = weights_.rope_freqs.present() ? F32(weights_.rope_freqs) : nullptr;
   for (int64_t b = 0; b < B; ++b) {
-    RopeAngles(hp.n_rot, batch[b].pos, hp.rope_base, rope_cos.data() + b * half, rope_sin.data() + b * half);
+    RopeAngles(hp.n_rot, batch[b].pos, hp.rope_base, rope_div, rope_cos.data() + b * half, rope_sin.data() + b * half);
   }
   if (two_bases) {
     local_cos.resize(B * half);
     local_sin.resize(B * half);
     for (int64_t b = 0; b < B; ++b) {
-      RopeAngles(hp.n_rot, batch[b].pos, hp.arch->rope_base_local, local_cos.data() + b * half,
+      RopeAngles(hp.n_rot, batch[b].pos, hp.arch->rope_base_local, rope_div, local_cos.data() + b * half,
                  local_sin.data() + b * half);
     }
   }

@@ -1,5 +1,7 @@
 #include "engine/llm/weights.h"
 
+#include <cmath>
+#include <cstring>
 #include <string>
 
 namespace tq::engine {
@@ -48,6 +50,18 @@ StatusOr<ModelWeights> BindWeights(const GgufFile& g, const HParams& hp) {
   TQ_RETURN_IF_ERROR(RequireF32(m.output_norm, "output_norm.weight"));
   TQ_ASSIGN_OR_RETURN(m.output, Bind(g, "output.weight", hp.vocab_size, hp.n_embd, true, total));
   if (!m.output.present()) m.output = m.token_embd;  // tied embeddings
+  TQ_ASSIGN_OR_RETURN(m.rope_freqs, Bind(g, "rope_freqs.weight", 1, hp.n_rot / 2, true, total));
+  TQ_RETURN_IF_ERROR(RequireF32(m.rope_freqs, "rope_freqs.weight"));
+  if (m.rope_freqs.present()) {
+    for (int64_t i = 0; i < m.rope_freqs.cols; ++i) {
+      float f;
+      std::memcpy(&f, m.rope_freqs.data + i * sizeof(float), sizeof f);
+      if (!(f > 0) || !std::isfinite(f)) {
+        return InvalidArgumentError("tensor 'rope_freqs.weight' holds " + std::to_string(f) + " at " +
+                                    std::to_string(i) + "; RoPE frequency divisors must be finite and > 0");
+      }
+    }
+  }
   m.layers.resize(hp.n_layers);
   for (int l = 0; l < hp.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";

@@ -37,6 +37,7 @@ struct ModelWeights {
   Weight token_embd;   // [vocab, n_embd]
   Weight output_norm;  // [n_embd]
   Weight output;       // [vocab, n_embd]; the token embedding when the model ties them
+  Weight rope_freqs;   // [n_rot / 2] f32, divisors of the RoPE angles (Llama 3.1 scaling), absent otherwise
   std::vector<LayerWeights> layers;
   uint64_t total_bytes = 0;
 };

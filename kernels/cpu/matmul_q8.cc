@@ -2,7 +2,8 @@
 // matmul_q8.h). Per thread and tile of kR weight rows:
 //   panel tiles: decode the rows into a panel (u8/int8 codes, a scale and a min per half-block), then multiply it
 //     with kT activation records at a time, kR x kT accumulators in registers (all types, all batch sizes);
-//   direct tiles (x86, Q8_0 / Q4_0 / Q4_1, batch <= kDirectMaxBatch): unpack each block in registers, no panel.
+//   direct tiles (x86, Q8_0 / Q4_0 / Q4_1, and Q4_K / Q6_K on AVX-512, batch <= kDirectMaxBatch): unpack each
+//     block in registers, no panel (matmul_q8_direct_k-inl.h for the K-quants).
 // x86 targets use integer dot products per block of 32: AVX-512 VNNI's dpbusd on AVX3_DL, maddubs + madd
 // otherwise; AVX3 / AVX3_DL panel tiles take two blocks per 512-bit vector. Other targets run the panel tiles in
 // scalar integer code.
@@ -155,6 +156,40 @@ inline V32 Nibbles(const uint8_t* q) {
 }
 #endif
 
+inline uint32_t LoadU32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+#if TQ_Q8_X86
+// 16 at byte i where bit i of qh is set, else 0 (Q5_0's fifth code bit), i < 32.
+inline V32 FifthBits(uint32_t qh) {
+#if TQ_Q8_512
+  return _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(16));
+#else
+  // Byte i takes qh's byte i / 8, tests bit i % 8.
+  const V32 bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)),
+                                        _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
+                                                           0x0303030303030303LL));
+  const V32 bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(16));
+#endif
+}
+#endif
+
+// Codes (0..31) of one Q5_0 block's 32 elements: nibbles of q (low first), fifth bits from qh.
+inline void UnpackQ5_0(const uint8_t* __restrict q, uint32_t qh, uint8_t* __restrict c) {
+#if TQ_Q8_X86
+  Store32(c, _mm256_or_si256(Nibbles(q), FifthBits(qh)));
+#else
+  for (int j = 0; j < 16; ++j) {
+    c[j] = static_cast<uint8_t>((q[j] & 15) | (((qh >> j) & 1) << 4));
+    c[j + 16] = static_cast<uint8_t>((q[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+  }
+#endif
+}
+
 // Codes of 32 elements from 16 packed bytes: low nibbles first, then high nibbles.
 inline void UnpackNibbles(const uint8_t* __restrict q, uint8_t* __restrict c) {
 #if TQ_Q8_X86
@@ -235,6 +270,15 @@ void DecodePanelRow(WeightType type, const uint8_t* row, int64_t cols, uint8_t* 
         const float d = F16(b);
         sc[2 * i] = sc[2 * i + 1] = d;
         mn[2 * i] = mn[2 * i + 1] = -8.0f * d;
+      }
+      return;
+    case WeightType::kQ5_0:
+      for (int64_t i = 0; i < nb; ++i) {
+        const uint8_t* b = row + 22 * i;
+        UnpackQ5_0(b + 6, LoadU32(b + 2), c + 32 * i);
+        const float d = F16(b);
+        sc[2 * i] = sc[2 * i + 1] = d;
+        mn[2 * i] = mn[2 * i + 1] = -16.0f * d;
       }
       return;
     case WeightType::kQ4_1:
@@ -483,13 +527,17 @@ void Tile(const uint8_t* panel, int64_t cols, const uint8_t* acts, int64_t strid
 }
 
 #if TQ_Q8_X86
-// Direct tiles for the types with blocks of 32 (Q8_0, Q4_0, Q4_1): codes and scales come straight from the
+// Direct tiles for the types with blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0): codes and scales come straight from the
 // weight rows, unpacked in registers, with no panel. w[r] is row r of the tile.
 template <WeightType kType, int kT>
 void DirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int64_t stride, float out[kR][kTMax]) {
   constexpr bool kSigned = kType == WeightType::kQ8_0;
-  constexpr int64_t kBlockBytes = kType == WeightType::kQ8_0 ? 34 : (kType == WeightType::kQ4_0 ? 18 : 20);
-  constexpr int64_t kCodes = kType == WeightType::kQ4_1 ? 4 : 2;  // offset of the codes in a block
+  constexpr int64_t kBlockBytes = kType == WeightType::kQ8_0   ? 34
+                                  : kType == WeightType::kQ4_0 ? 18
+                                  : kType == WeightType::kQ5_0 ? 22
+                                                               : 20;
+  // Offset of the codes in a block (Q5_0: after d and the 4 bytes of fifth bits).
+  constexpr int64_t kCodes = kType == WeightType::kQ4_1 ? 4 : kType == WeightType::kQ5_0 ? 6 : 2;
   const int64_t nb = cols / 32;
   const float* dx[kT];
   for (int t = 0; t < kT; ++t) dx[t] = reinterpret_cast<const float*>(acts + t * stride + cols);
@@ -519,12 +567,15 @@ void DirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int6
       __m256i c;
       if constexpr (kSigned) {
         c = Load32(blk + kCodes);
+      } else if constexpr (kType == WeightType::kQ5_0) {
+        c = _mm256_or_si256(Nibbles(blk + kCodes), FifthBits(LoadU32(blk + 2)));
       } else {
         c = Nibbles(blk + kCodes);
       }
       const __m256 vd = BroadcastF16(blk);
-      if constexpr (kType == WeightType::kQ4_0) {
-        min_acc[r] = _mm_fmadd_ps(_mm_mul_ps(_mm256_castps256_ps128(vd), _mm_set1_ps(-8.0f)), sums, min_acc[r]);
+      if constexpr (kType == WeightType::kQ4_0 || kType == WeightType::kQ5_0) {
+        const float offset = kType == WeightType::kQ4_0 ? -8.0f : -16.0f;
+        min_acc[r] = _mm_fmadd_ps(_mm_mul_ps(_mm256_castps256_ps128(vd), _mm_set1_ps(offset)), sums, min_acc[r]);
       }
       if constexpr (kType == WeightType::kQ4_1) {
         min_acc[r] = _mm_fmadd_ps(_mm256_castps256_ps128(BroadcastF16(blk + 2)), sums, min_acc[r]);
@@ -543,6 +594,30 @@ void DirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int6
   }
 }
 
+#include "kernels/cpu/matmul_q8_direct_k-inl.h"  // DirectTileQ4K, DirectTileQ6K (AVX-512 targets)
+
+// Whether the target has direct tiles for `type`.
+constexpr bool HasDirectTile(WeightType type) {
+  return type == WeightType::kQ8_0 || type == WeightType::kQ4_0 || type == WeightType::kQ4_1 ||
+         type == WeightType::kQ5_0 || (TQ_Q8_512 && (type == WeightType::kQ4_K || type == WeightType::kQ6_K));
+}
+
+template <WeightType kType, int kT>
+void AnyDirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int64_t stride,
+                   float out[kR][kTMax]) {
+#if TQ_Q8_512
+  if constexpr (kType == WeightType::kQ4_K) {
+    DirectTileQ4K<kT>(w, cols, acts, stride, out);
+  } else if constexpr (kType == WeightType::kQ6_K) {
+    DirectTileQ6K<kT>(w, cols, acts, stride, out);
+  } else {
+    DirectTile<kType, kT>(w, cols, acts, stride, out);
+  }
+#else
+  DirectTile<kType, kT>(w, cols, acts, stride, out);
+#endif
+}
+
 constexpr int64_t kDirectMaxBatch = 4;  // beyond it the panel tiles win (they unpack once per token block)
 
 template <WeightType kType>
@@ -558,10 +633,10 @@ void RunDirect(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int6
       const int nt = static_cast<int>(std::min<int64_t>(kTMax, a.batch - b0));
       const uint8_t* at = acts + b0 * stride;
       switch (nt) {
-        case 1: DirectTile<kType, 1>(w, a.cols, at, stride, out); break;
-        case 2: DirectTile<kType, 2>(w, a.cols, at, stride, out); break;
-        case 3: if constexpr (kTMax >= 3) DirectTile<kType, 3>(w, a.cols, at, stride, out); break;
-        default: if constexpr (kTMax >= 4) DirectTile<kType, 4>(w, a.cols, at, stride, out); break;
+        case 1: AnyDirectTile<kType, 1>(w, a.cols, at, stride, out); break;
+        case 2: AnyDirectTile<kType, 2>(w, a.cols, at, stride, out); break;
+        case 3: if constexpr (kTMax >= 3) AnyDirectTile<kType, 3>(w, a.cols, at, stride, out); break;
+        default: if constexpr (kTMax >= 4) AnyDirectTile<kType, 4>(w, a.cols, at, stride, out); break;
       }
       for (int t = 0; t < nt; ++t) {
         float* yt = a.y + (b0 + t) * a.y_stride + r0;
@@ -613,6 +688,19 @@ void MatMulRowsImpl(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin,
       case WeightType::kQ8_0: RunDirect<WeightType::kQ8_0>(a, acts, row_begin, row_end); return;
       case WeightType::kQ4_0: RunDirect<WeightType::kQ4_0>(a, acts, row_begin, row_end); return;
       case WeightType::kQ4_1: RunDirect<WeightType::kQ4_1>(a, acts, row_begin, row_end); return;
+      case WeightType::kQ5_0: RunDirect<WeightType::kQ5_0>(a, acts, row_begin, row_end); return;
+      case WeightType::kQ4_K:
+        if constexpr (HasDirectTile(WeightType::kQ4_K)) {
+          RunDirect<WeightType::kQ4_K>(a, acts, row_begin, row_end);
+          return;
+        }
+        break;
+      case WeightType::kQ6_K:
+        if constexpr (HasDirectTile(WeightType::kQ6_K)) {
+          RunDirect<WeightType::kQ6_K>(a, acts, row_begin, row_end);
+          return;
+        }
+        break;
       default: break;
     }
   }
@@ -636,8 +724,8 @@ HWY_EXPORT(MatMulRowsImpl);
 
 bool IsQ8PathType(WeightType type) {
   switch (type) {
-    case WeightType::kQ8_0: case WeightType::kQ4_0: case WeightType::kQ4_1: case WeightType::kQ4_K:
-    case WeightType::kQ5_K: case WeightType::kQ6_K:
+    case WeightType::kQ8_0: case WeightType::kQ4_0: case WeightType::kQ4_1: case WeightType::kQ5_0:
+    case WeightType::kQ4_K: case WeightType::kQ5_K: case WeightType::kQ6_K:
       return true;
     default:
       return false;

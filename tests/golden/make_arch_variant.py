@@ -2,13 +2,17 @@
 """Rewrites a llama GGUF as another architecture of the same shape, for golden tests of architecture rows that no
 small published file covers here. Standard library only (CI runs it).
 
-  make_arch_variant.py IN.gguf OUT.gguf --arch qwen2 [--seed 1] [--bias-scale 0.5]
+  make_arch_variant.py IN.gguf OUT.gguf --arch qwen2|llama3 [--seed 1] [--bias-scale 0.5]
 
 qwen2: the `llama.*` keys become `qwen2.*`, general.architecture becomes "qwen2", and every layer gains
 attn_q.bias, attn_k.bias and attn_v.bias (F32, uniform in [-scale, scale] from a seeded generator, so the file is
 the same on every machine). The weights are untouched: llama.cpp and tqserve then run the same numbers through
 qwen2's forward pass (RoPE on halves, biases), which is all a golden test needs; the text it writes is not meant
 to be good.
+
+llama3: still a llama file, with Llama 3.1's RoPE scaling: a rope_freqs.weight tensor (F32, [n_rot / 2]) whose
+entries divide the RoPE angles, computed by Llama 3.1's formula (factor 8, low 1, high 4) with an original context
+of 64 tokens instead of 8192, so that on this small model most frequencies are scaled within a short prompt.
 
 Exit 1 on a missing or malformed file.
 """
@@ -17,6 +21,9 @@ import os
 import random
 import struct
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "models"))
+from make_shape import llama3_rope_factors  # noqa: E402  (one formula for the shape files and the golden variant)
 
 # GGUF value types: id -> struct format of a scalar (8 string, 9 array are handled apart).
 SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
@@ -62,7 +69,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("src")
     ap.add_argument("out")
-    ap.add_argument("--arch", choices=["qwen2"], required=True)
+    ap.add_argument("--arch", choices=["qwen2", "llama3"], required=True)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--bias-scale", type=float, default=0.5)
     a = ap.parse_args()
@@ -103,6 +110,15 @@ def main():
     data_start = (r.pos + alignment - 1) // alignment * alignment
     data = bytearray(r.data[data_start:])
 
+    if a.arch == "llama3":
+        n_embd, n_heads = meta["llama.embedding_length"], meta["llama.attention.head_count"]
+        n_rot = meta.get("llama.rope.dimension_count", n_embd // n_heads)
+        factors = llama3_rope_factors(n_rot, meta.get("llama.rope.freq_base", 10000.0), 8.0, 1.0, 4.0, 64)
+        data.extend(b"\0" * ((-len(data)) % alignment))
+        tensors.append(["rope_freqs.weight", [len(factors)], F32, len(data)])
+        data.extend(struct.pack(f"<{len(factors)}f", *factors))
+        return write(a, version, kvs, tensors, data, alignment)
+
     # The new metadata: same values under the new architecture's names.
     for kv in kvs:
         if kv[0] == "general.architecture":
@@ -121,7 +137,10 @@ def main():
             data.extend(b"\0" * ((-len(data)) % alignment))
             tensors.append([f"blk.{layer}.attn_{part}.bias", [n], F32, len(data)])
             data.extend(struct.pack(f"<{n}f", *(rng.uniform(-a.bias_scale, a.bias_scale) for _ in range(n))))
+    return write(a, version, kvs, tensors, data, alignment)
 
+
+def write(a, version, kvs, tensors, data, alignment):
     out = bytearray(b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs)))
     for key, vtype, raw in kvs:
         out += gguf_string(key) + struct.pack("<I", vtype) + raw

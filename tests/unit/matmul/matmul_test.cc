@@ -28,7 +28,7 @@ namespace tq::kernels {
 namespace {
 
 constexpr WeightType kFloatTypes[] = {WeightType::kF32, WeightType::kF16, WeightType::kBF16};
-constexpr WeightType kQuantTypes[] = {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1,
+constexpr WeightType kQuantTypes[] = {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0,
                                       WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K};
 constexpr int64_t kBatches[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 31, 64};
 
@@ -64,7 +64,7 @@ Matrix MakeMatrix(WeightType type, int64_t rows, int64_t cols, bool random_block
         std::memcpy(b + off, &h, 2);
       };
       switch (type) {
-        case WeightType::kQ8_0: case WeightType::kQ4_0: put(0, 0.01f * uniform(rng)); break;
+        case WeightType::kQ8_0: case WeightType::kQ4_0: case WeightType::kQ5_0: put(0, 0.01f * uniform(rng)); break;
         case WeightType::kQ4_1: put(0, 0.01f * uniform(rng)); put(2, 0.05f * normal(rng)); break;
         case WeightType::kQ4_K: case WeightType::kQ5_K: put(0, 0.001f * uniform(rng)); put(2, 0.001f * uniform(rng)); break;
         case WeightType::kQ6_K: put(208, 0.0005f * uniform(rng)); break;
@@ -212,8 +212,8 @@ TEST_P(MatMulTest, ResultsDoNotDependOnBatch) {
 TEST_P(MatMulTest, DecodeRowMatchesReference) {
   std::mt19937 rng(4);
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kQ8_0,
-                          WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ4_K, WeightType::kQ5_K,
-                          WeightType::kQ6_K}) {
+                          WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0, WeightType::kQ4_K,
+                          WeightType::kQ5_K, WeightType::kQ6_K}) {
     const int64_t cols = 2 * kQkK;
     const Matrix m = MakeMatrix(type, 1, cols, !IsFloat(type), rng);
     std::vector<float> ref(cols), got(cols);
