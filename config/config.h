@@ -15,6 +15,7 @@ struct LogConfig {
 struct ModelConfig {
   std::string path;  // GGUF file; empty = the default model in `dir`
   std::string dir;   // cache directory of fetched models (default ~/.cache/tqserve/models)
+  std::string lora;  // LoRA adapters loaded at start-up: "name=path[:scale]", comma-separated
 };
 
 struct EngineConfig {

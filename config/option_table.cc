@@ -33,6 +33,10 @@ std::vector<Option> BuildOptionTable(Config* c) {
       StringField(&c->model.path, ""));
   Add(&t, "model.dir", "model-dir", "Directory of fetched models (scripts/fetch-model.sh stores them here)",
       StringField(&c->model.dir, "~/.cache/tqserve/models"));
+  Add(&t, "model.lora", "lora",
+      "LoRA adapters (llama.cpp's GGUF format) loaded at start-up, name=path[:scale] separated by commas; a request "
+      "picks one with \"model\": \"MODEL:name\" (HTTP) or lora (gRPC); POST/DELETE /v1/admin/lora at run time",
+      StringField(&c->model.lora, ""));
 
   // Engine.
   Add(&t, "engine.threads", "threads", "Threads for the forward pass; 0 = one per core",

@@ -95,6 +95,16 @@ struct TokenizeOptions {
   bool parse_special = false;  // control-token text becomes the control token
 };
 
+// A loaded LoRA adapter.
+struct LoraInfo {
+  std::string name;
+  std::string path;
+  float scale = 1.0f;
+  int rank = 0;          // the largest rank of its matrices
+  int matrices = 0;      // base matrices it changes
+  uint64_t bytes = 0;    // its tensors
+};
+
 class EngineApi {
  public:
   virtual ~EngineApi() = default;
@@ -121,6 +131,12 @@ class EngineApi {
   // context, bad sampling parameters, duplicate id), unavailable (draining), resource_exhausted (queue full).
   // On success the sink receives events until one with `final`.
   virtual Status Submit(GenerateRequest request, EventSink sink) = 0;
+  // LoRA adapters (llama.cpp's GGUF format, engine/llm/lora.h): loads `path` under `name` (already_exists when the
+  // name is taken; invalid_argument naming the problem for a file that does not fit the model), unloads one
+  // (not_found; requests running under it finish first), lists them.
+  virtual Status LoadLora(const std::string& name, const std::string& path, float scale) = 0;
+  virtual Status UnloadLora(const std::string& name) = 0;
+  virtual std::vector<LoraInfo> Loras() const = 0;
   // Cancels a waiting or running request; its final event has kAborted and its KV is freed within one step.
   // False when no live request has that id.
   virtual bool Abort(const std::string& id) = 0;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tq::storage {
 class IoQueue;
@@ -66,8 +67,16 @@ struct AdaptationOptions {
 // Called while the model file is read and checked at load: bytes done of the file's total, done == total last.
 using LoadProgress = std::function<void(uint64_t done_bytes, uint64_t total_bytes)>;
 
+// A LoRA adapter to load at start-up (`--lora name=path[:scale]`): requests choose it by name.
+struct LoraSpec {
+  std::string name;
+  std::string path;
+  float scale = 1.0f;
+};
+
 struct EngineOptions {
   std::string model_path;
+  std::vector<LoraSpec> loras;
   LoadProgress load_progress;  // may be empty
   int threads = 0;             // 0 = all cores
   int ctx_size = 0;            // per sequence; 0 = the model's trained context

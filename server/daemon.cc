@@ -76,7 +76,12 @@ int RunDaemon(const config::Config& cfg) {
     return 1;
   }
 
-  engine::EngineOptions eo = ToEngineOptions(cfg, *model_path);
+  auto options = ToEngineOptions(cfg, *model_path);
+  if (!options.ok()) {
+    spdlog::error("{}", options.status().ToString());
+    return 1;
+  }
+  engine::EngineOptions eo = std::move(*options);
   // On a terminal with text logs: "model: 612/4683 MiB checked (13%), 1 s, ETA 6 s" while the file is read.
   auto load_line = std::make_shared<ProgressLine>("model: MiB checked", cfg.log.format == "text");
   eo.load_progress = [load_line](uint64_t done, uint64_t total) {

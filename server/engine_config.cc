@@ -1,5 +1,6 @@
 #include "server/engine_config.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <utility>
 
@@ -16,9 +17,41 @@ StatusOr<std::string> ResolveModelPath(const config::Config& cfg) {
   return path;
 }
 
-engine::EngineOptions ToEngineOptions(const config::Config& cfg, std::string model_path) {
+StatusOr<std::vector<engine::LoraSpec>> ParseLoraList(std::string_view text) {
+  std::vector<engine::LoraSpec> out;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view entry = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (entry.empty()) continue;
+    const size_t eq = entry.find('=');
+    if (eq == std::string_view::npos || eq == 0 || eq + 1 == entry.size()) {
+      return InvalidArgumentError("model.lora entry '" + std::string(entry) + "': expected name=path[:scale]");
+    }
+    engine::LoraSpec spec{std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)), 1.0f};
+    // A trailing ":number" is the scale (a path may hold colons; the last one with a number after it counts).
+    const size_t colon = spec.path.rfind(':');
+    if (colon != std::string::npos) {
+      const std::string number = spec.path.substr(colon + 1);
+      char* end = nullptr;
+      const float scale = std::strtof(number.c_str(), &end);
+      if (!number.empty() && end == number.c_str() + number.size()) {
+        spec.scale = scale;
+        spec.path.resize(colon);
+      }
+    }
+    for (const engine::LoraSpec& s : out) {
+      if (s.name == spec.name) return InvalidArgumentError("model.lora names '" + spec.name + "' twice");
+    }
+    out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+StatusOr<engine::EngineOptions> ToEngineOptions(const config::Config& cfg, std::string model_path) {
   engine::EngineOptions eo;
   eo.model_path = std::move(model_path);
+  TQ_ASSIGN_OR_RETURN(eo.loras, ParseLoraList(cfg.model.lora));
   eo.threads = cfg.engine.threads;
   eo.ctx_size = cfg.engine.ctx_size;
   eo.max_batch_tokens = cfg.engine.max_batch_tokens;

@@ -24,6 +24,7 @@ struct GenerateArgs {
   float repeat_penalty = 1.0f;
   int64_t seed = -1;
   bool ignore_eos = false;
+  std::string adapter;  // LoRA adapter name; "" = the base model
 };
 
 int Run(const GenerateArgs& a) {
@@ -32,7 +33,12 @@ int Run(const GenerateArgs& a) {
     std::fprintf(stderr, "tqserve generate: %s\n", path.status().ToString().c_str());
     return kExitFailure;
   }
-  engine::EngineOptions eo = server::ToEngineOptions(a.model.config, *path);
+  auto options = server::ToEngineOptions(a.model.config, *path);
+  if (!options.ok()) {
+    std::fprintf(stderr, "tqserve generate: %s\n", options.status().ToString().c_str());
+    return kExitUsage;
+  }
+  engine::EngineOptions eo = std::move(*options);
   ProgressLine load_line("model: MiB checked");
   eo.load_progress = [&load_line](uint64_t done, uint64_t total) {
     load_line.Update(static_cast<int64_t>(done >> 20), static_cast<int64_t>(total >> 20));
@@ -57,6 +63,7 @@ int Run(const GenerateArgs& a) {
   }
   r.max_tokens = a.n;
   r.ignore_eos = a.ignore_eos;
+  r.lora = a.adapter;
   r.sampling.temperature = a.temperature;
   r.sampling.top_p = a.top_p;
   r.sampling.top_k = a.top_k;
@@ -105,6 +112,7 @@ Command AddGenerateCommand(CLI::App& parent) {
   app->add_option("--repeat-penalty", args.repeat_penalty, "Repetition penalty")->check(CLI::Range(0.01, 10.0));
   app->add_option("--seed", args.seed, "Seed (-1 = random)");
   app->add_flag("--ignore-eos", args.ignore_eos, "Keep generating past end-of-sequence tokens");
+  app->add_option("--adapter", args.adapter, "Run under this LoRA adapter (one named by --lora)");
   return {app, [] { return Run(args); }};
 }
 

@@ -34,7 +34,7 @@ bool Wanted(std::string_view name, ModelFlags which) {
   switch (which) {
     case ModelFlags::kModel: return false;
     case ModelFlags::kKv: return KvSpecOrStoreRow(name);
-    case ModelFlags::kEngine: return name.starts_with("kv.") || name.starts_with("engine.");
+    case ModelFlags::kEngine: return name.starts_with("kv.") || name.starts_with("engine.") || name == "model.lora";
   }
   return false;
 }
@@ -82,7 +82,9 @@ void AddModelFlags(CLI::App* app, ModelArgs* args, ModelFlags which,
     config::Loader loader;
     if (Status s = loader.Load(sources); !s.ok()) throw CLI::ValidationError(s.message());
     const config::Config& cfg = loader.config();
-    const engine::EngineOptions eo = server::ToEngineOptions(cfg, "");
+    const auto options = server::ToEngineOptions(cfg, "");
+    if (!options.ok()) throw CLI::ValidationError(options.status().message());
+    const engine::EngineOptions& eo = *options;
     args->model = cfg.model.path;
     args->threads = eo.threads;
     args->kv = eo.kv;

@@ -89,7 +89,7 @@ StatusOr<std::unique_ptr<GpuModel>> GpuModel::Create(const engine::Model& cpu, c
       hp.arch->ffn != engine::FfnActivation::kSilu || (hp.sliding_window > 0 && hp.arch->swa_period > 0) ||
       hp.logit_softcap > 0) {
     return UnimplementedError("GpuModel: architecture '" + std::string(hp.arch->name) +
-                              "' is not supported on the GPU yet (llama, mistral and qwen2 are)");
+                              "' is not supported on the GPU yet (llama, mistral, qwen2 and phi3 are)");
   }
   m->q_dim_ = hp.n_heads * hp.head_dim;
   m->kv_dim_ = hp.n_kv_heads * hp.head_dim;

@@ -12,6 +12,10 @@ constexpr ArchInfo kArchs[] = {
     {.name = "llama", .rope = RopeStyle::kAdjacent},
     {.name = "mistral", .rope = RopeStyle::kAdjacent},
     {.name = "qwen2", .rope = RopeStyle::kHalves, .qkv_bias = true},
+    // Qwen 3: per-head RMSNorm of q and k before RoPE, no biases.
+    {.name = "qwen3", .rope = RopeStyle::kHalves, .qk_norm = true},
+    // Phi-3: fused attn_qkv and gate+up (ffn_up [2 n_ff, n_embd]); llama.cpp runs it without sliding windows.
+    {.name = "phi3", .rope = RopeStyle::kHalves, .fused_gate_up = true},
     {.name = "gemma3",
      .rope = RopeStyle::kHalves,
      .embed_scale = true,

@@ -23,6 +23,8 @@ struct ArchInfo {
   bool post_norms = false;        // RMSNorm of the attention and FFN outputs before the residual adds
                                   // (post_attention_norm, post_ffw_norm)
   FfnActivation ffn = FfnActivation::kSilu;
+  bool fused_gate_up = false;     // ffn_up holds the gate rows then the up rows ([2 n_ff, n_embd]), no ffn_gate
+                                  // (Phi-3); attn_qkv (q, k, v rows stacked) is accepted for every architecture
   // Sliding-window attention (when the file gives {arch}.attention.sliding_window): in every run of
   // `swa_period` layers the last is global and the others attend to the window only; 0: every layer global.
   int swa_period = 0;

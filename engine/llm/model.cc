@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "engine/kv/read_ahead.h"
+#include "engine/llm/lora.h"
 #include "kernels/cpu/matmul.h"
 
 namespace tq::engine {
@@ -207,6 +208,15 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     b = e;
   }
 
+  // Batch rows per LoRA adapter (none when every token runs the base model).
+  std::vector<LoraGroup> lora;
+  for (int64_t b = 0; b < B; ++b) {
+    if (batch[b].lora == nullptr) continue;
+    auto it = std::find_if(lora.begin(), lora.end(), [&](const LoraGroup& g) { return g.adapter == batch[b].lora; });
+    if (it == lora.end()) it = lora.insert(lora.end(), LoraGroup{batch[b].lora, {}});
+    it->rows.push_back(b);
+  }
+
   std::vector<float> x(B * E), xn(B * E), q(B * q_dim), k(B * kv_dim), v(B * kv_dim), attn(B * q_dim);
   std::vector<float> gate(B * hp.n_ff), up(B * hp.n_ff), tmp(B * E);
   for (int64_t b = 0; b < B; ++b) {
@@ -266,6 +276,11 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     RmsNorm(x.data(), F32(L.attn_norm), B, E, hp.rms_eps, xn.data());
     const Product qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};
     MatMuls(qkv, xn.data(), B, pool);
+    if (!lora.empty()) {
+      ApplyLora(lora, l, LoraTarget::kQ, xn.data(), E, q.data(), q_dim, pool);
+      ApplyLora(lora, l, LoraTarget::kK, xn.data(), E, k.data(), kv_dim, pool);
+      ApplyLora(lora, l, LoraTarget::kV, xn.data(), E, v.data(), kv_dim, pool);
+    }
     AddBias(q.data(), L.bq, B);
     AddBias(k.data(), L.bk, B);
     AddBias(v.data(), L.bv, B);
@@ -313,12 +328,17 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     ahead.AfterLayer(l);
     if (failed) return first_error;
     MatMul(L.wo, attn.data(), B, tmp.data(), pool);
+    if (!lora.empty()) ApplyLora(lora, l, LoraTarget::kOut, attn.data(), q_dim, tmp.data(), E, pool);
     if (L.post_attn_norm.present()) RmsNorm(tmp.data(), F32(L.post_attn_norm), B, E, hp.rms_eps, tmp.data());
     for (int64_t i = 0; i < B * E; ++i) x[i] += tmp[i];
 
     RmsNorm(x.data(), F32(L.ffn_norm), B, E, hp.rms_eps, xn.data());
     const Product gate_up[] = {{&L.w_gate, gate.data()}, {&L.w_up, up.data()}};
     MatMuls(gate_up, xn.data(), B, pool);
+    if (!lora.empty()) {
+      ApplyLora(lora, l, LoraTarget::kGate, xn.data(), E, gate.data(), hp.n_ff, pool);
+      ApplyLora(lora, l, LoraTarget::kUp, xn.data(), E, up.data(), hp.n_ff, pool);
+    }
     if (hp.arch->ffn == FfnActivation::kGeluTanh) {
       constexpr float kSqrt2OverPi = 0.7978845608028654f;
       for (int64_t i = 0; i < B * hp.n_ff; ++i) {  // GeGLU: gelu_tanh(gate) * up
@@ -332,6 +352,7 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
       }
     }
     MatMul(L.w_down, gate.data(), B, tmp.data(), pool);
+    if (!lora.empty()) ApplyLora(lora, l, LoraTarget::kDown, gate.data(), hp.n_ff, tmp.data(), E, pool);
     if (L.post_ffn_norm.present()) RmsNorm(tmp.data(), F32(L.post_ffn_norm), B, E, hp.rms_eps, tmp.data());
     for (int64_t i = 0; i < B * E; ++i) x[i] += tmp[i];
   }
@@ -346,8 +367,16 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
   }
   // Logits only for the tokens that want them.
   std::vector<float> rows;
+  std::vector<LoraGroup> out_lora;  // groups by logits row
   for (int64_t b = 0; b < B; ++b) {
-    if (batch[b].want_logits) rows.insert(rows.end(), x.begin() + b * E, x.begin() + (b + 1) * E);
+    if (!batch[b].want_logits) continue;
+    if (batch[b].lora != nullptr) {
+      auto it = std::find_if(out_lora.begin(), out_lora.end(),
+                             [&](const LoraGroup& g) { return g.adapter == batch[b].lora; });
+      if (it == out_lora.end()) it = out_lora.insert(out_lora.end(), LoraGroup{batch[b].lora, {}});
+      it->rows.push_back(static_cast<int64_t>(rows.size()) / E);
+    }
+    rows.insert(rows.end(), x.begin() + b * E, x.begin() + (b + 1) * E);
   }
   const int64_t n_out = static_cast<int64_t>(rows.size()) / E;
   logits->assign(n_out * hp.vocab_size, 0.0f);
@@ -355,6 +384,9 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     std::vector<float> normed(rows.size());
     RmsNorm(rows.data(), F32(weights_.output_norm), n_out, E, hp.rms_eps, normed.data());
     MatMul(weights_.output, normed.data(), n_out, logits->data(), pool);
+    if (!out_lora.empty()) {
+      ApplyLora(out_lora, -1, LoraTarget::kCount, normed.data(), E, logits->data(), hp.vocab_size, pool);
+    }
     if (hp.logit_softcap > 0) {
       for (float& z : *logits) z = hp.logit_softcap * std::tanh(z / hp.logit_softcap);
     }

@@ -16,12 +16,15 @@
 namespace tq::engine {
 
 // One token of a forward batch: it attends to positions [0, pos] of its sequence's KV.
+class LoraAdapter;
+
 struct BatchToken {
   int32_t token = 0;
   int pos = 0;              // position in the sequence; KV rows [0, pos) must be filled already or in this batch
   SequenceKv* kv = nullptr;
   bool want_logits = false;
   bool want_hidden = false;  // its final hidden state (after the output norm) goes into Forward's `hidden`
+  const LoraAdapter* lora = nullptr;  // the adapter this token's sequence runs under; null: the base model
 };
 
 class Model {

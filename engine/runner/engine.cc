@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <limits>
 #include <unordered_map>
 
+#include "engine/llm/lora.h"
 #include "engine/runner/model_check.h"
 #include "engine/runner/text_stream.h"
 #include "storage/fault_queue.h"
@@ -93,6 +95,7 @@ struct Engine::Sequence {
   GenerateRequest req;
   EventSink sink;
   SequenceKv kv;                        // CPU pages (empty on the GPU path)
+  std::shared_ptr<const LoraAdapter> lora;  // the adapter it runs under (null: the base model)
   std::unique_ptr<gpu::BackendKv> gpu;  // GPU path: made at the sequence's first forward pass
   Sampler sampler;
   std::optional<TokenMatcher> matcher;  // structured output: masks the logits, ends the output when complete
@@ -203,6 +206,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   e->stats_.kv_bits_per_value = e->kv_layout_->bits_per_value();
   e->pool_ = std::make_unique<ThreadPool>(options.threads);
   e->thread_ = std::thread([raw = e.get()] { raw->Loop(); });
+  for (const LoraSpec& l : options.loras) TQ_RETURN_IF_ERROR(e->LoadLora(l.name, l.path, l.scale));
   return e;
 }
 
@@ -244,9 +248,23 @@ Status Engine::Submit(GenerateRequest request, EventSink sink) {
   }
   if (request.embed && gpu_) return UnimplementedError("embeddings are not computed on the GPU path yet");
   if (request.embed && request.constraint) return InvalidArgumentError("an embedding takes no output constraint");
+  std::shared_ptr<const LoraAdapter> lora;
+  if (!request.lora.empty()) {
+    if (gpu_) return UnimplementedError("LoRA adapters do not run on the GPU path yet");
+    std::lock_guard<std::mutex> lock(lora_mu_);
+    auto it = loras_.find(request.lora);
+    if (it == loras_.end()) {
+      std::string names;
+      for (const auto& [n, a] : loras_) names += (names.empty() ? "" : ", ") + n;
+      return NotFoundError("no LoRA adapter named '" + request.lora + "' (loaded: " +
+                           (names.empty() ? "none" : names) + ")");
+    }
+    lora = it->second;
+  }
   auto seq = std::make_unique<Sequence>(std::move(request), std::move(sink), kv_layout(), ctx_size_, store_.get(),
                                         model_->hparams().vocab_size);
   seq->kv.set_activity(activity_.get());
+  seq->lora = std::move(lora);
   seq->tokens = seq->req.prompt;
   seq->n_prompt = static_cast<int>(seq->tokens.size());
   seq->submitted = Clock::now();
@@ -480,6 +498,15 @@ void Engine::Admit() {
   }
 }
 
+// The prefix-cache namespace of a sequence: its cache salt and, under a LoRA adapter, the adapter's name, file
+// checksum and scale (pages computed under one adapter are never another's, nor the base model's).
+std::string Engine::CacheNamespace(const Sequence& seq) {
+  if (!seq.lora) return seq.req.cache_salt;
+  char lora[128];
+  std::snprintf(lora, sizeof lora, "\x1flora:%08x:%.9g:", seq.lora->checksum(), seq.lora->user_scale());
+  return seq.req.cache_salt + lora + seq.lora->name();
+}
+
 void Engine::HashPages(Sequence& seq, int n_tokens) {
   if (!cache_) return;
   constexpr int kPage = kernels::kPageTokens;
@@ -487,7 +514,7 @@ void Engine::HashPages(Sequence& seq, int n_tokens) {
   while (static_cast<int>(seq.hashes.size()) < pages) {
     const size_t k = seq.hashes.size();
     const uint64_t parent = k == 0 ? fingerprint_ : seq.hashes[k - 1];
-    const uint64_t seed = k == 0 ? SaltedRoot(fingerprint_, seq.req.cache_salt) : parent;
+    const uint64_t seed = k == 0 ? SaltedRoot(fingerprint_, CacheNamespace(seq)) : parent;
     seq.hashes.push_back(PrefixHash(seed, std::span<const int32_t>(seq.tokens).subspan(k * kPage, kPage)));
     seq.kv.SetPageHash(static_cast<int>(k), seq.hashes[k], parent);
   }
@@ -591,7 +618,7 @@ bool Engine::Step() {
     int budget = options_.max_batch_tokens;
     for (auto& seq : running_) {
       if (!seq->decoding() || budget <= 0) continue;
-      batch.push_back({seq->tokens[seq->n_computed], seq->n_computed, &seq->kv, true});
+      batch.push_back({seq->tokens[seq->n_computed], seq->n_computed, &seq->kv, true, false, seq->lora.get()});
       owners.push_back(seq.get());
       logit_owner.push_back(seq.get());
       pages += Need(seq->n_computed, 1, 1);
@@ -610,7 +637,7 @@ bool Engine::Step() {
         const int pos = seq->n_computed + i;
         const bool last = sample && pos == end - 1;
         const bool hidden = embed && (pooling == 3 ? pos == end - 1 : pooling == 2 ? pos == 0 : true);
-        batch.push_back({seq->tokens[pos], pos, &seq->kv, last, hidden});
+        batch.push_back({seq->tokens[pos], pos, &seq->kv, last, hidden, seq->lora.get()});
         owners.push_back(seq.get());
         if (last) logit_owner.push_back(seq.get());
       }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,6 +44,9 @@ class Engine final : public EngineApi {
                                             const std::vector<ToolSpec>& tools = {}) const override;
   StatusOr<std::shared_ptr<const CompiledConstraint>> CompileConstraint(const ConstraintSpec& spec) const override;
   Status Submit(GenerateRequest request, EventSink sink) override;
+  Status LoadLora(const std::string& name, const std::string& path, float scale) override;
+  Status UnloadLora(const std::string& name) override;
+  std::vector<LoraInfo> Loras() const override;
   bool Abort(const std::string& id) override;
   void StopAdmitting() override;
   void CancelAll() override;
@@ -84,6 +88,7 @@ class Engine final : public EngineApi {
   bool PreemptNewest();
   // Prefix cache: extends the sequence's chain hashes to its first `n_tokens` tokens and tells its KV.
   void HashPages(Sequence& seq, int n_tokens);
+  static std::string CacheNamespace(const Sequence& seq);
   // Attaches the longest cached prefix to a sequence about to prefill from position 0.
   void ReusePrefix(Sequence& seq);
   // Offers the sequence's newly filled pages to the cache.
@@ -117,6 +122,8 @@ class Engine final : public EngineApi {
   std::unique_ptr<OnlineAdapter> adapter_;
   std::unique_ptr<gpu::Backend> gpu_;  // null on the CPU; declared before the sequences, which hold its KV
   int ctx_size_ = 0;
+  mutable std::mutex lora_mu_;  // guards loras_
+  std::map<std::string, std::shared_ptr<const LoraAdapter>> loras_;  // by name; sequences hold theirs
   std::optional<ChatTemplate> chat_;  // none: the model has no usable template (chat_unavailable_ says why)
   std::string chat_unavailable_;
 

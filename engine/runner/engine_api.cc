@@ -2,6 +2,7 @@
 // event log (engine/api.h).
 #include <spdlog/spdlog.h>
 
+#include "engine/llm/lora.h"
 #include "engine/runner/engine.h"
 
 namespace tq::engine {
@@ -111,5 +112,45 @@ StatusOr<std::shared_ptr<const CompiledConstraint>> Engine::CompileConstraint(co
 }
 
 uint64_t Engine::LastKvEvent() const { return store_->last_event(); }
+
+Status Engine::LoadLora(const std::string& name, const std::string& path, float scale) {
+  if (name.empty() || name.size() > 64 ||
+      name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+          std::string::npos) {
+    return InvalidArgumentError("LoRA adapter name '" + name + "': 1 to 64 of [A-Za-z0-9._-]");
+  }
+  if (!(scale > -100 && scale < 100) || scale == 0) {
+    return InvalidArgumentError("LoRA adapter scale must be non-zero and within (-100, 100)");
+  }
+  if (gpu_) return UnimplementedError("LoRA adapters do not run on the GPU path yet");
+  {
+    std::lock_guard<std::mutex> lock(lora_mu_);
+    if (loras_.count(name) != 0) return AlreadyExistsError("a LoRA adapter named '" + name + "' is loaded");
+  }
+  TQ_ASSIGN_OR_RETURN(std::shared_ptr<const LoraAdapter> a,
+                      LoraAdapter::Open(path, name, scale, model_->hparams(), model_->weights()));
+  std::lock_guard<std::mutex> lock(lora_mu_);
+  if (!loras_.emplace(name, std::move(a)).second) {
+    return AlreadyExistsError("a LoRA adapter named '" + name + "' is loaded");
+  }
+  spdlog::info("LoRA adapter '{}' loaded from {} (scale {})", name, path, scale);
+  return Status::Ok();
+}
+
+Status Engine::UnloadLora(const std::string& name) {
+  std::lock_guard<std::mutex> lock(lora_mu_);
+  if (loras_.erase(name) == 0) return NotFoundError("no LoRA adapter named '" + name + "'");
+  spdlog::info("LoRA adapter '{}' unloaded", name);
+  return Status::Ok();
+}
+
+std::vector<LoraInfo> Engine::Loras() const {
+  std::lock_guard<std::mutex> lock(lora_mu_);
+  std::vector<LoraInfo> out;
+  for (const auto& [name, a] : loras_) {
+    out.push_back({name, a->path(), a->user_scale(), a->max_rank(), a->adapted_matrices(), a->bytes()});
+  }
+  return out;
+}
 
 }  // namespace tq::engine

@@ -41,6 +41,9 @@ struct GenerateRequest {
   // Prefix-cache namespace: requests share cached KV pages only with requests of the same salt (OpenAI's
   // cache_salt; a tenant's key). Part of the pages' names, so it holds across restarts. "" = the shared space.
   std::string cache_salt;
+  // The LoRA adapter (EngineApi::LoadLora, or EngineOptions::loras) the request runs under; "" = the base model.
+  // Its KV pages and prefix-cache entries are its own: never shared with the base or another adapter.
+  std::string lora;
   // An embedding instead of generated text: the prompt's final hidden states pooled as the model's metadata says
   // (mean unless {arch}.pooling_type says last (3) or first (2)), L2-normalized, in the final event. No tokens are
   // generated and the prefix cache is not read (every position's state is needed).

@@ -41,6 +41,9 @@ class DecodingEngine final : public engine::EngineApi {
     return UnimplementedError("decoding only");
   }
   bool Abort(const std::string&) override { return false; }
+  Status LoadLora(const std::string&, const std::string&, float) override { return UnimplementedError("no LoRA"); }
+  Status UnloadLora(const std::string&) override { return UnimplementedError("no LoRA"); }
+  std::vector<engine::LoraInfo> Loras() const override { return {}; }
   void StopAdmitting() override {}
   void CancelAll() override {}
   engine::EngineStats Stats() const override { return {}; }

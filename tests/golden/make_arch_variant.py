@@ -2,13 +2,19 @@
 """Rewrites a llama GGUF as another architecture of the same shape, for golden tests of architecture rows that no
 small published file covers here. Standard library only (CI runs it).
 
-  make_arch_variant.py IN.gguf OUT.gguf --arch qwen2|llama3 [--seed 1] [--bias-scale 0.5]
+  make_arch_variant.py IN.gguf OUT.gguf --arch qwen2|qwen3|phi3|llama3 [--seed 1] [--bias-scale 0.5]
 
 qwen2: the `llama.*` keys become `qwen2.*`, general.architecture becomes "qwen2", and every layer gains
 attn_q.bias, attn_k.bias and attn_v.bias (F32, uniform in [-scale, scale] from a seeded generator, so the file is
 the same on every machine). The weights are untouched: llama.cpp and tqserve then run the same numbers through
 qwen2's forward pass (RoPE on halves, biases), which is all a golden test needs; the text it writes is not meant
 to be good.
+
+qwen3: as qwen2 (keys renamed, RoPE on halves), no biases; every layer gains attn_q_norm.weight and
+attn_k_norm.weight (F32 [head_dim], seeded gains in [0.5, 1.5]): Qwen3's per-head RMSNorm of q and k.
+
+phi3: keys renamed; each layer's attn_q/k/v become one attn_qkv.weight (their rows stacked) and ffn_gate/ffn_up one
+ffn_up.weight (gate rows first), as Phi-3 files hold them (F32 sources only).
 
 llama3: still a llama file, with Llama 3.1's RoPE scaling: a rope_freqs.weight tensor (F32, [n_rot / 2]) whose
 entries divide the RoPE angles, computed by Llama 3.1's formula (factor 8, low 1, high 4) with an original context
@@ -69,7 +75,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("src")
     ap.add_argument("out")
-    ap.add_argument("--arch", choices=["qwen2", "llama3"], required=True)
+    ap.add_argument("--arch", choices=["qwen2", "qwen3", "phi3", "llama3"], required=True)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--bias-scale", type=float, default=0.5)
     a = ap.parse_args()
@@ -102,22 +108,33 @@ def main():
     if meta.get("general.architecture") != "llama":
         raise ValueError(f"architecture {meta.get('general.architecture')!r} (llama expected)")
 
-    tensors = []  # [name, dims, type, offset]
+    infos = []  # [name, dims, type, offset]
     for _ in range(n_tensors):
         name = r.string()
         dims = [r.unpack("<Q") for _ in range(r.unpack("<I"))]
-        tensors.append([name, dims, r.unpack("<I"), r.unpack("<Q")])
+        infos.append([name, dims, r.unpack("<I"), r.unpack("<Q")])
     data_start = (r.pos + alignment - 1) // alignment * alignment
-    data = bytearray(r.data[data_start:])
+    data = r.data[data_start:]
+    # [name, dims, type, bytes]: each tensor's bytes up to the next one's offset (padding included).
+    ends = sorted(i[3] for i in infos)[1:] + [len(data)]
+    by_offset = dict(zip(sorted(i[3] for i in infos), ends))
+    tensors = [[n, d, t, data[o:by_offset[o]]] for n, d, t, o in infos]
+
+    n_layers = meta["llama.block_count"]
+    n_embd = meta["llama.embedding_length"]
+    n_heads = meta["llama.attention.head_count"]
+    head_dim = n_embd // n_heads
+    n_kv_dim = meta.get("llama.attention.head_count_kv", n_heads) * head_dim
+    rng = random.Random(a.seed)
+
+    def f32_tensor(name, values):
+        tensors.append([name, [len(values)], F32, struct.pack(f"<{len(values)}f", *values)])
 
     if a.arch == "llama3":
-        n_embd, n_heads = meta["llama.embedding_length"], meta["llama.attention.head_count"]
-        n_rot = meta.get("llama.rope.dimension_count", n_embd // n_heads)
-        factors = llama3_rope_factors(n_rot, meta.get("llama.rope.freq_base", 10000.0), 8.0, 1.0, 4.0, 64)
-        data.extend(b"\0" * ((-len(data)) % alignment))
-        tensors.append(["rope_freqs.weight", [len(factors)], F32, len(data)])
-        data.extend(struct.pack(f"<{len(factors)}f", *factors))
-        return write(a, version, kvs, tensors, data, alignment)
+        n_rot = meta.get("llama.rope.dimension_count", head_dim)
+        f32_tensor("rope_freqs.weight",
+                   llama3_rope_factors(n_rot, meta.get("llama.rope.freq_base", 10000.0), 8.0, 1.0, 4.0, 64))
+        return write(a, version, kvs, tensors, alignment)
 
     # The new metadata: same values under the new architecture's names.
     for kv in kvs:
@@ -126,25 +143,45 @@ def main():
         elif kv[0].startswith("llama."):
             kv[0] = a.arch + kv[0][len("llama"):]
 
-    # Biases: [n_embd] for q, [n_kv_heads * head_dim] for k and v, appended after the existing data.
-    n_layers = meta["llama.block_count"]
-    n_embd = meta["llama.embedding_length"]
-    n_heads = meta["llama.attention.head_count"]
-    n_kv_dim = meta.get("llama.attention.head_count_kv", n_heads) * (n_embd // n_heads)
-    rng = random.Random(a.seed)
-    for layer in range(n_layers):
-        for part, n in (("q", n_embd), ("k", n_kv_dim), ("v", n_kv_dim)):
-            data.extend(b"\0" * ((-len(data)) % alignment))
-            tensors.append([f"blk.{layer}.attn_{part}.bias", [n], F32, len(data)])
-            data.extend(struct.pack(f"<{n}f", *(rng.uniform(-a.bias_scale, a.bias_scale) for _ in range(n))))
-    return write(a, version, kvs, tensors, data, alignment)
+    if a.arch == "qwen2":  # biases: [n_embd] for q, [n_kv_heads * head_dim] for k and v
+        for layer in range(n_layers):
+            for part, n in (("q", n_embd), ("k", n_kv_dim), ("v", n_kv_dim)):
+                f32_tensor(f"blk.{layer}.attn_{part}.bias", [rng.uniform(-a.bias_scale, a.bias_scale) for _ in range(n)])
+    elif a.arch == "qwen3":  # per-head RMSNorm gains of q and k: [head_dim] each
+        for layer in range(n_layers):
+            for part in ("q", "k"):
+                f32_tensor(f"blk.{layer}.attn_{part}_norm.weight", [rng.uniform(0.5, 1.5) for _ in range(head_dim)])
+    elif a.arch == "phi3":  # fused attn_qkv (q, k, v rows) and ffn_up (gate rows, then up rows)
+        named = {t[0]: t for t in tensors}
+
+        def fuse(new_name, parts):
+            srcs = [named.pop(p) for p in parts]
+            if any(t[2] != F32 for t in srcs):
+                raise ValueError(f"{parts}: only F32 tensors can be fused here")
+            cols = srcs[0][1][0]
+            rows = sum(t[1][1] for t in srcs)
+            body = b"".join(t[3][:4 * t[1][0] * t[1][1]] for t in srcs)
+            named[new_name] = [new_name, [cols, rows], F32, body]
+
+        for layer in range(n_layers):
+            p = f"blk.{layer}."
+            fuse(p + "attn_qkv.weight", [p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"])
+            fuse(p + "ffn_up.weight", [p + "ffn_gate.weight", p + "ffn_up.weight"])
+        tensors[:] = list(named.values())
+    return write(a, version, kvs, tensors, alignment)
 
 
-def write(a, version, kvs, tensors, data, alignment):
+def write(a, version, kvs, tensors, alignment):
+    """The file: header, metadata, tensor infos, then the tensors' bytes, each at an aligned offset."""
+    data, offsets = bytearray(), []
+    for _, _, _, body in tensors:
+        data.extend(b"\0" * ((-len(data)) % alignment))
+        offsets.append(len(data))
+        data.extend(body)
     out = bytearray(b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs)))
     for key, vtype, raw in kvs:
         out += gguf_string(key) + struct.pack("<I", vtype) + raw
-    for name, dims, ttype, offset in tensors:
+    for (name, dims, ttype, _), offset in zip(tensors, offsets):
         out += gguf_string(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
         out += struct.pack("<IQ", ttype, offset)
     out.extend(b"\0" * ((-len(out)) % alignment))

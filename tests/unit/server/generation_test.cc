@@ -253,6 +253,9 @@ class FailingEngine final : public engine::EngineApi {
     return Status::Ok();
   }
   bool Abort(const std::string&) override { return false; }
+  Status LoadLora(const std::string&, const std::string&, float) override { return UnimplementedError("no LoRA"); }
+  Status UnloadLora(const std::string&) override { return UnimplementedError("no LoRA"); }
+  std::vector<engine::LoraInfo> Loras() const override { return {}; }
   void StopAdmitting() override {}
   void CancelAll() override {}
   engine::EngineStats Stats() const override { return {}; }
