@@ -132,4 +132,20 @@ Status ApplyLogitBias(const std::vector<std::pair<int64_t, double>>& bias, const
   return Status::Ok();
 }
 
+StatusOr<std::string> AdapterOfModel(const std::string& asked, const std::string& served,
+                                     const engine::EngineApi& engine) {
+  if (asked == served) return std::string();
+  const std::vector<engine::LoraInfo> loras = engine.Loras();
+  std::string name = asked;
+  if (asked.size() > served.size() + 1 && asked.compare(0, served.size(), served) == 0 && asked[served.size()] == ':') {
+    name = asked.substr(served.size() + 1);
+  }
+  std::string listed = "'" + served + "'";
+  for (const engine::LoraInfo& l : loras) {
+    if (l.name == name) return name;
+    listed += ", '" + served + ":" + l.name + "'";
+  }
+  return NotFoundError("model '" + asked + "' is not served here (this server serves " + listed + ")");
+}
+
 }  // namespace tq::server

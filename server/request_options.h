@@ -78,4 +78,9 @@ std::string TenantCacheSalt(const std::string& tenant, const std::string& salt);
 Status ApplyLogitBias(const std::vector<std::pair<int64_t, double>>& bias, const RequestLimits& limits,
                       int vocab_size, engine::GenerateRequest* request);
 
+// The LoRA adapter a request's `model` names: "" for the served model, NAME for "MODEL:NAME" or a loaded adapter's
+// own name; not_found (listing what is served) otherwise.
+StatusOr<std::string> AdapterOfModel(const std::string& asked, const std::string& served,
+                                     const engine::EngineApi& engine);
+
 }  // namespace tq::server

@@ -102,8 +102,15 @@ StatusOr<GrpcGenerateJob> DecodeGenerateRequest(const v1::GenerateRequest& in, c
                                                 const std::string& model_id, int vocab_size,
                                                 const RequestLimits& limits, const engine::EngineApi& engine,
                                                 std::string new_id) {
-  if (!in.model().empty() && in.model() != model_id) {
-    return NotFoundError("model '" + in.model() + "' is not served here");
+  std::string lora;
+  if (!in.model().empty()) {
+    TQ_ASSIGN_OR_RETURN(lora, AdapterOfModel(in.model(), model_id, engine));
+  }
+  if (!in.lora().empty()) {
+    if (!in.model().empty() && lora != in.lora()) {
+      return InvalidArgumentError("model '" + in.model() + "' and lora '" + in.lora() + "' name different adapters");
+    }
+    TQ_ASSIGN_OR_RETURN(lora, AdapterOfModel(in.lora(), model_id, engine));
   }
   // A client's id goes into logs and events: a short token of safe characters only.
   if (!IsSafeRequestId(in.request_id())) {
@@ -112,6 +119,7 @@ StatusOr<GrpcGenerateJob> DecodeGenerateRequest(const v1::GenerateRequest& in, c
   GrpcGenerateJob job;
   engine::GenerateRequest& r = job.request;
   r.id = in.request_id().empty() ? std::move(new_id) : in.request_id();
+  r.lora = std::move(lora);
   if (in.input_case() != v1::GenerateRequest::kMessages && (in.tools_size() > 0 || in.has_tool_choice())) {
     return InvalidArgumentError("tools need messages (a chat)");
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/utf8.h"
+#include "server/request_options.h"
 #include "server/http/route_util.h"
 #include "server/http/routes.h"
 
@@ -38,6 +39,7 @@ std::string Base64Floats(const std::vector<float>& v) {
 struct EmbeddingJob {
   std::vector<std::vector<int32_t>> inputs;
   bool base64 = false;
+  std::string lora;  // the adapter `model` names; "" = the base model
 };
 
 // Fills `job` or returns the error and its param.
@@ -52,9 +54,7 @@ Status ParseEmbeddings(const json& body, const ApiContext& ctx, EmbeddingJob* jo
   if (body.contains("model") && !body["model"].is_null()) {
     *param = "model";
     if (!body["model"].is_string()) return InvalidArgumentError("'model' must be a string");
-    if (body["model"] != ctx.model_id) {
-      return ModelNotServedError(body["model"].get<std::string>(), ctx.model_id);
-    }
+    TQ_ASSIGN_OR_RETURN(job->lora, AdapterOfModel(body["model"].get<std::string>(), ctx.model_id, *ctx.engine));
   }
   if (body.contains("encoding_format") && !body["encoding_format"].is_null()) {
     *param = "encoding_format";
@@ -136,6 +136,7 @@ void Router::Embeddings(const HttpRequest& req, ResponseWriter& w, const Caller&
     r.id = id + "-" + std::to_string(i);
     r.prompt = std::move(job.inputs[i]);
     r.embed = true;
+    r.lora = job.lora;
     r.max_tokens = 1;  // nothing is generated; the limits see one token
     r.cache_salt = TenantCacheSalt(caller.tenant, "");  // the pages it offers stay the tenant's
     inputs.push_back(std::move(r));

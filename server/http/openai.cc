@@ -267,11 +267,13 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
       f.Fail("model", "'model' must be a string");
       return std::nullopt;
     }
-    if (m.get<std::string>() != ctx.model_id) {
-      error->status = ModelNotServedError(m.get<std::string>(), ctx.model_id);
+    auto adapter = AdapterOfModel(m.get<std::string>(), ctx.model_id, *ctx.engine);
+    if (!adapter.ok()) {
+      error->status = adapter.status();
       error->param = "model";
       return std::nullopt;
     }
+    r.lora = *adapter;
   }
 
   // The prompt.

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/utf8.h"
+#include "server/request_options.h"
 #include "server/http/route_util.h"
 #include "server/http/routes.h"
 
@@ -222,11 +223,11 @@ std::optional<FieldError> ParseResponses(const json& body, const ApiContext& ctx
   if (body.contains("include") && !body["include"].is_null() && !body["include"].empty()) {
     return Bad("include", "'include' is not supported");
   }
-  if (body.contains("model") && !body["model"].is_null() && body["model"] != ctx.model_id) {
-    return FieldError{ModelNotServedError(body["model"].is_string() ? body["model"].get<std::string>()
-                                                                    : body["model"].dump(),
-                                          ctx.model_id),
-                      "model"};
+  if (body.contains("model") && !body["model"].is_null()) {
+    if (!body["model"].is_string()) return Bad("model", "'model' must be a string");
+    auto adapter = AdapterOfModel(body["model"].get<std::string>(), ctx.model_id, *ctx.engine);
+    if (!adapter.ok()) return FieldError{adapter.status(), "model"};
+    job->request.lora = *adapter;
   }
   if (body.contains("user") && !body["user"].is_null() && !body["user"].is_string()) {
     return Bad("user", "'user' must be a string");
@@ -487,7 +488,7 @@ void Router::Responses(const HttpRequest& req, ResponseWriter& w, const Caller& 
   }
   const std::string id = NewId("resp_");
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
-  const std::string& model = options_.api.model_id;
+  const std::string model = options_.api.model_id + (job.request.lora.empty() ? "" : ":" + job.request.lora);
   job.request.id = id;
   job.request.cache_salt = TenantCacheSalt(caller.tenant, job.request.cache_salt);
   std::vector<engine::GenerateRequest> choices{job.request};

@@ -13,6 +13,7 @@ http::status HttpStatusOf(StatusCode code) {
     case StatusCode::kFailedPrecondition:
     case StatusCode::kOutOfRange: return http::status::bad_request;
     case StatusCode::kNotFound: return http::status::not_found;
+    case StatusCode::kAlreadyExists: return http::status::conflict;
     case StatusCode::kResourceExhausted: return http::status::too_many_requests;
     case StatusCode::kUnavailable: return http::status::service_unavailable;
     case StatusCode::kUnauthenticated: return http::status::unauthorized;

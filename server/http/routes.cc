@@ -37,6 +37,7 @@ std::string_view PathOf(const HttpRequest& req) {
 // Routes that need the API key when keys are configured.
 bool IsApiRoute(std::string_view path) {
   return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/models" ||
+         path == "/v1/admin/lora" || path.rfind("/v1/admin/lora/", 0) == 0 ||
          path == "/v1/embeddings" || path == "/v1/responses" || path.rfind("/v1/responses/", 0) == 0 ||
          path == "/tokenize" || path == "/detokenize" || path == "/kv/state";
 }
@@ -105,6 +106,7 @@ void Router::Handle(const HttpRequest& req, ResponseWriter& w) {
     w.Send(Unauthorized());
     return;
   }
+  if (path == "/v1/admin/lora" || path.rfind("/v1/admin/lora/", 0) == 0) return AdminLora(req, w, caller);
   if (path.rfind("/v1/responses/", 0) == 0) {
     return StoredResponseRoute(req, w, std::string(path.substr(std::string_view("/v1/responses/").size())), caller);
   }
@@ -124,9 +126,89 @@ void Router::Handle(const HttpRequest& req, ResponseWriter& w) {
 }
 
 void Router::Models(ResponseWriter& w) {
-  json model{{"id", options_.api.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "tqserve"},
-             {"max_model_len", options_.api.ctx_size}};
-  w.Send(JsonResponse(http::status::ok, json{{"object", "list"}, {"data", json::array({model})}}.dump()));
+  json data = json::array();
+  data.push_back({{"id", options_.api.model_id},
+                  {"object", "model"},
+                  {"created", 0},
+                  {"owned_by", "tqserve"},
+                  {"max_model_len", options_.api.ctx_size}});
+  for (const engine::LoraInfo& l : engine_->Loras()) {  // adapters: "MODEL:NAME", parent the base
+    data.push_back(
+        {{"id", options_.api.model_id + ":" + l.name},
+         {"object", "model"},
+         {"created", 0},
+         {"owned_by", "tqserve"},
+         {"parent", options_.api.model_id},
+         {"max_model_len", options_.api.ctx_size},
+         {"lora", {{"name", l.name}, {"scale", l.scale}, {"rank", l.rank}, {"matrices", l.matrices}}}});
+  }
+  w.Send(JsonResponse(http::status::ok, json{{"object", "list"}, {"data", data}}.dump()));
+}
+
+// /v1/admin/lora: GET lists the adapters (with their files), POST {"name", "path", "scale"} loads one,
+// DELETE /v1/admin/lora/NAME unloads one (its running requests finish). Admin keys only: a path names a file
+// on the server.
+void Router::AdminLora(const HttpRequest& req, ResponseWriter& w, const Caller& caller) {
+  const std::string_view path = PathOf(req);
+  if (!caller.admin) {
+    w.Send(ErrorResponse(http::status::forbidden, "managing LoRA adapters needs an admin key",
+                         "permission_error"));
+    return;
+  }
+  const auto info = [](const engine::LoraInfo& l) {
+    return json{{"name", l.name}, {"path", l.path},         {"scale", l.scale},
+                {"rank", l.rank}, {"matrices", l.matrices}, {"bytes", l.bytes}};
+  };
+  if (path == "/v1/admin/lora" && req.method() == http::verb::get) {
+    json list = json::array();
+    for (const engine::LoraInfo& l : engine_->Loras()) list.push_back(info(l));
+    w.Send(JsonResponse(http::status::ok, json{{"object", "list"}, {"data", list}}.dump()));
+    return;
+  }
+  if (path == "/v1/admin/lora" && req.method() == http::verb::post) {
+    auto body = ParseJson(req, w);
+    if (!body) return;
+    if (!body->is_object() || !(*body)["name"].is_string() || !(*body)["path"].is_string() ||
+        (body->contains("scale") && !(*body)["scale"].is_number())) {
+      w.Send(ErrorResponse(http::status::bad_request,
+                           "expected {\"name\": string, \"path\": string, \"scale\": number}",
+                           "invalid_request_error"));
+      return;
+    }
+    for (const auto& [key, value] : body->items()) {
+      if (key != "name" && key != "path" && key != "scale") {
+        w.Send(StatusResponse(UnknownFieldError(key), key));
+        return;
+      }
+    }
+    const std::string name = (*body)["name"];
+    const float scale = body->contains("scale") ? (*body)["scale"].get<float>() : 1.0f;
+    if (Status s = engine_->LoadLora(name, (*body)["path"], scale); !s.ok()) {
+      w.Send(StatusResponse(s));
+      return;
+    }
+    for (const engine::LoraInfo& l : engine_->Loras()) {
+      if (l.name == name) {
+        w.Send(JsonResponse(http::status::ok, info(l).dump()));
+        return;
+      }
+    }
+    w.Send(StatusResponse(NotFoundError("adapter '" + name + "' was unloaded again")));
+    return;
+  }
+  constexpr std::string_view kItem = "/v1/admin/lora/";
+  if (path.rfind(kItem, 0) == 0 && req.method() == http::verb::delete_) {
+    const std::string name(path.substr(kItem.size()));
+    if (Status s = engine_->UnloadLora(name); !s.ok()) {
+      w.Send(StatusResponse(s));
+      return;
+    }
+    w.Send(JsonResponse(http::status::ok, json{{"name", name}, {"deleted", true}}.dump()));
+    return;
+  }
+  w.Send(ErrorResponse(http::status::method_not_allowed,
+                       "/v1/admin/lora takes GET or POST, /v1/admin/lora/NAME takes DELETE",
+                       "invalid_request_error"));
 }
 
 void Router::KvState(ResponseWriter& w) {
@@ -296,7 +378,8 @@ void Router::Completions(const HttpRequest& req, ResponseWriter& w, bool chat, c
   job->request.cache_salt = TenantCacheSalt(caller.tenant, job->request.cache_salt);
   const std::string id = NewId(chat ? "chatcmpl-" : "cmpl-");
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
-  const std::string& model = options_.api.model_id;
+  const std::string model =
+      options_.api.model_id + (job->request.lora.empty() ? "" : ":" + job->request.lora);  // echoed as asked
   std::vector<engine::GenerateRequest> choices;
   for (int i = 0; i < job->n; ++i) {
     engine::GenerateRequest r = job->request;

@@ -40,6 +40,7 @@ class Router {
   void Detokenize(const HttpRequest& request, ResponseWriter& writer);
   void Models(ResponseWriter& writer);
   void Embeddings(const HttpRequest& request, ResponseWriter& writer, const Caller& caller);  // embeddings.cc
+  void AdminLora(const HttpRequest& request, ResponseWriter& writer, const Caller& caller);
   // POST /v1/responses; GET and DELETE /v1/responses/{id} (server/http/responses.cc). Stored responses belong to
   // the caller's tenant: another key sees none of them (an admin key sees all).
   void Responses(const HttpRequest& request, ResponseWriter& writer, const Caller& caller);
