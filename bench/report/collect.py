@@ -333,6 +333,9 @@ def parse_vs_llama(out):
     if "tqserve" in res and "llama.cpp" in res:
         res["prefill_ratio_best"] = res["tqserve"]["prefill_best"] / res["llama.cpp"]["prefill_best"]
         res["decode_ratio_best"] = res["tqserve"]["decode_best"] / res["llama.cpp"]["decode_best"]
+        # The headline: the same statistic on both sides, the median repetition.
+        res["prefill_ratio_median"] = res["tqserve"]["prefill_median"] / res["llama.cpp"]["prefill_median"]
+        res["decode_ratio_median"] = res["tqserve"]["decode_median"] / res["llama.cpp"]["decode_median"]
     return res
 
 

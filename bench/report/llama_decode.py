@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """llama.cpp decode tok/s against context length per KV type, through llama-cpp-python: the peer of
-`tqserve bench decode` (same model, threads, contexts, steps and rounds; best round counts). Prints a JSON list.
+`tqserve bench decode` (same model, threads, contexts, steps and rounds; the median round counts on both sides).
+Prints a JSON list.
 
 For each context the KV cache is filled with random token ids (fixed seed) in batches of 256, then ROUNDS rounds of
 STEPS single-token evaluations are timed. Quantized V needs flash attention in llama.cpp; it is on for every type so
@@ -10,7 +11,7 @@ that the types differ only in the KV storage.
   python3 bench/report/llama_decode.py --llama-bench LLAMA_BENCH --model M.gguf ...   (llama.cpp's own benchmark)
 
 With --llama-bench each (format, context) is one `llama-bench -p 0 -n STEPS -d CTX -ctk FMT -ctv FMT -fa 1
--r ROUNDS` run (its depth prompt fills the cache first; the mean of the rounds counts, as llama-bench reports it),
+-r ROUNDS` run (its depth prompt fills the cache first; the median of its per-round samples counts),
 with llama.cpp's worker threads spinning as they do by default. Through llama-cpp-python under
 OMP_WAIT_POLICY=PASSIVE (what the report used before 2026-12-01) its threads sleep at every barrier, which
 measured a third below llama-bench on SmolLM2 with 2 threads.
@@ -18,6 +19,7 @@ measured a third below llama-bench on SmolLM2 with 2 threads.
 import argparse
 import json
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -35,9 +37,11 @@ def run_llama_bench(a):
                                   "-d", str(ctx), "-ctk", fmt, "-ctv", fmt, "-fa", "1", "-r", str(a.rounds),
                                   "-o", "json"], check=True, capture_output=True, text=True).stdout
             tg = next(r for r in json.loads(out) if r["n_gen"] == a.steps)
-            rows.append({"engine": "llama.cpp", "format": fmt, "ctx": ctx, "tokens_per_second": tg["avg_ts"],
+            median = statistics.median(tg["samples_ts"])
+            rows.append({"engine": "llama.cpp", "format": fmt, "ctx": ctx, "tokens_per_second": median,
+                         "tokens_per_second_min": min(tg["samples_ts"]), "tokens_per_second_max": max(tg["samples_ts"]),
                          "kv_bits_per_value": BITS[fmt], "by": "llama-bench"})
-            print(f"llama.cpp {fmt} at {ctx}: {tg['avg_ts']:.1f} tok/s (llama-bench)", file=sys.stderr)
+            print(f"llama.cpp {fmt} at {ctx}: {median:.1f} tok/s (llama-bench, median)", file=sys.stderr)
     ref = {r["ctx"]: r["tokens_per_second"] for r in rows if r["format"] == a.formats.split(",")[0]}
     for r in rows:
         r["ratio_vs_first"] = r["tokens_per_second"] / ref[r["ctx"]]
@@ -75,15 +79,17 @@ def main():
             fill = [rng.randrange(1, vocab) for _ in range(ctx - llm.n_tokens)]
             for i in range(0, len(fill), 256):
                 llm.eval(fill[i:i + 256])
-            best = 0.0
+            rounds = []
             for _ in range(a.rounds):
                 t0 = time.perf_counter()
                 for _ in range(a.steps):
                     llm.eval([rng.randrange(1, vocab)])
-                best = max(best, a.steps / (time.perf_counter() - t0))
-            rows.append({"engine": "llama.cpp", "format": fmt, "ctx": ctx, "tokens_per_second": best,
+                rounds.append(a.steps / (time.perf_counter() - t0))
+            median = statistics.median(rounds)
+            rows.append({"engine": "llama.cpp", "format": fmt, "ctx": ctx, "tokens_per_second": median,
+                         "tokens_per_second_min": min(rounds), "tokens_per_second_max": max(rounds),
                          "kv_bits_per_value": BITS[fmt]})
-            print(f"llama.cpp {fmt} at {ctx}: {best:.1f} tok/s", file=sys.stderr)
+            print(f"llama.cpp {fmt} at {ctx}: {median:.1f} tok/s (median)", file=sys.stderr)
         del llm
     ref = {r["ctx"]: r["tokens_per_second"] for r in rows if r["format"] == a.formats.split(",")[0]}
     for r in rows:

@@ -241,7 +241,7 @@ def speed_md(rep, plots, md):
     plt.close(fig)
     md.append("\n![decode tok/s against context](benchmarks/decode.png)")
     dc = sp.get("decode_cold", {})
-    rounds = f", best of {dc['rounds']} rounds of {dc['steps']} steps" if "rounds" in dc else ""
+    rounds = f", median of {dc['rounds']} rounds of {dc['steps']} steps" if "rounds" in dc else ""
     md.append(f"\nCold tier (SPARSE pages on disk behind the cold cache; `bench decode --kv-cold-dir`{rounds}; "
               "hits count visits of the cold cache: pages attention holds from the step before count none):")
     if dc.get("rows"):
@@ -283,8 +283,8 @@ def speed_md(rep, plots, md):
                         [[e, f"{pv[e]['prefill_best']:.1f}", f"{pv[e]['prefill_median']:.1f}",
                           f"{pv[e]['decode_best']:.1f}", f"{pv[e]['decode_median']:.1f}"]
                          for e in ("tqserve", "llama.cpp")]))
-        md.append(f"\ntqserve / llama.cpp (best): prompt {pv['prefill_ratio_best']:.2f}x, decode "
-                  f"{pv['decode_ratio_best']:.2f}x")
+        md.append(f"\ntqserve / llama.cpp (median of each side): prompt {pv['prefill_ratio_median']:.2f}x, decode "
+                  f"{pv['decode_ratio_median']:.2f}x")
     else:
         md.append(skipped(pv) or "_No result._")
     at = sp.get("attention", {})
