@@ -91,6 +91,11 @@ void FillRandom(const engine::HParams& hp, engine::SequenceKv& kv, int target, u
       kv.FinishLayerPass(l);
     }
     kv.set_n_tokens(end);
+    if (!kv.fault().ok()) {  // a page the tiers could not take
+      std::fprintf(stderr, "tqserve bench decode: %d tokens do not fit the KV tiers' budgets (--kv-hot-bytes, "
+                   "--kv-warm-bytes, --kv-cold-dir): %s\n", end, kv.fault().ToString().c_str());
+      std::exit(kExitFailure);
+    }
   }
 }
 

@@ -628,13 +628,14 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
     info.parent_hash = page_hashes_[info.page_index].second;
   }
   if (info.page_index == 0) info.transform = h.xf;
-  StatusOr<uint64_t> id = store_ != nullptr ? store_->Store(f.cls, std::move(page), std::move(info))
+  StatusOr<uint64_t> id = store_ != nullptr ? store_->Store(f.cls, page, std::move(info))
                                             : StatusOr<uint64_t>(InternalError("no page store"));
   if (id.ok()) {
     full.id = *id;
     full.ram = store_->RamBytes(*id);
   } else {
     // No tier has room: keep the page here (counted, over budget) rather than lose it; the scheduler preempts.
+    // (Store copies, so `page` still holds the bytes.)
     if (overflow_bytes_ == 0) spdlog::warn("KV pages over the tier budgets: {}", id.status().ToString());
     overflow_bytes_ += page.size();
     h.overflow.push_back(std::move(page));

@@ -71,7 +71,7 @@ Status SequenceKv::Demote(int layer, int kv_head) {
     }
     info.k = new_fmt[0];
     info.v = new_fmt[1];
-    StatusOr<uint64_t> id = store_->Store(to.cls, std::move(bytes), std::move(info));
+    StatusOr<uint64_t> id = store_->Store(to.cls, bytes, std::move(info));
     if (!id.ok()) {
       // No room for the smaller copy: the page keeps its precision (and its place); nothing is lost.
       spdlog::warn("KV demotion of layer {} head {}: {}", layer, kv_head, id.status().ToString());

@@ -183,7 +183,7 @@ bool KvPageStore::HasRoom(KvTier t, uint32_t length, const PageInfo& info) const
   return ram_[ti] != nullptr && tier_pages_[ti].load() < slots_[ti];
 }
 
-bool KvPageStore::PlaceIn(KvTier t, uint64_t id, std::vector<uint8_t>& bytes, Page* page) {
+bool KvPageStore::PlaceIn(KvTier t, uint64_t id, std::span<const uint8_t> bytes, Page* page) {
   if (!HasRoom(t, static_cast<uint32_t>(bytes.size()), page->info)) return false;
   const int ti = static_cast<int>(t);
   page->tier = t;
@@ -220,7 +220,7 @@ void KvPageStore::Count(const Page& page, int sign) {
   }
 }
 
-StatusOr<uint64_t> KvPageStore::Store(PrecisionClass cls, std::vector<uint8_t> bytes, PageInfo info) {
+StatusOr<uint64_t> KvPageStore::Store(PrecisionClass cls, std::span<const uint8_t> bytes, PageInfo info) {
   const uint64_t id = next_id_++;
   Page page{cls, KvTier::kHot, 0, nullptr, std::move(info), 1, 0};
   const auto& chain = chain_[static_cast<int>(cls)];

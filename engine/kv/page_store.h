@@ -99,9 +99,9 @@ class KvPageStore {
                                                      std::array<uint32_t, 3> class_page_bytes);
   ~KvPageStore();
 
-  // Places a page in its class's home tier or the first fallback with room. resource_exhausted when no tier
-  // has a free slot (nothing changes).
-  StatusOr<uint64_t> Store(PrecisionClass cls, std::vector<uint8_t> bytes, PageInfo info = {});
+  // Places a copy of a page in its class's home tier or the first fallback with room. resource_exhausted when no
+  // tier has a free slot (nothing changes; the caller still has the bytes).
+  StatusOr<uint64_t> Store(PrecisionClass cls, std::span<const uint8_t> bytes, PageInfo info = {});
   // Reference counting: Store returns a page with one reference; Retain adds one (a sequence sharing a cached
   // prefix, the prefix cache); Release drops one and frees the page at zero.
   void Retain(uint64_t id);
@@ -171,7 +171,7 @@ class KvPageStore {
 
   KvPageStore() = default;
   // Places bytes in tier t (RAM or cold); false when t has no room or refuses the page.
-  bool PlaceIn(KvTier t, uint64_t id, std::vector<uint8_t>& bytes, Page* page);
+  bool PlaceIn(KvTier t, uint64_t id, std::span<const uint8_t> bytes, Page* page);
   bool HasRoom(KvTier t, uint32_t length, const PageInfo& info) const;
   uint64_t SlotsOf(KvTier t, uint32_t bytes) const;  // slots a page of `bytes` (with its record) takes in tier t
   void Record(KvEvent event);
