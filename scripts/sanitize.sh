@@ -36,8 +36,8 @@ export TSAN_OPTIONS="log_path=$reports/tsan:halt_on_error=0:second_deadlock_stac
 # Sanitized daemons run several times slower: the tests stretch the waits that only bound how long something may
 # take (tests/integration/conftest.py: scaled()).
 case "$san" in
-  address) export TQ_TEST_TIME_SCALE=${TQ_TEST_TIME_SCALE:-4} ;;
-  thread) export TQ_TEST_TIME_SCALE=${TQ_TEST_TIME_SCALE:-8} ;;
+  address) export TQ_TEST_TIME_SCALE=${TQ_TEST_TIME_SCALE:-8} ;;
+  thread) export TQ_TEST_TIME_SCALE=${TQ_TEST_TIME_SCALE:-16} ;;
 esac
 venv=$(scripts/python-env.sh)
 rc=0
