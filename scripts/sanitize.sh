@@ -33,10 +33,16 @@ export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1:halt_on_error=0:detec
 export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=0"
 export LSAN_OPTIONS="suppressions=$supp/lsan.txt"
 export TSAN_OPTIONS="log_path=$reports/tsan:halt_on_error=0:second_deadlock_stack=1:suppressions=$supp/tsan.txt"
+# Sanitized daemons run several times slower: the tests stretch the waits that only bound how long something may
+# take (tests/integration/conftest.py: scaled()).
+case "$san" in
+  address) export TQ_TEST_TIME_SCALE=${TQ_TEST_TIME_SCALE:-8} ;;
+  thread) export TQ_TEST_TIME_SCALE=${TQ_TEST_TIME_SCALE:-16} ;;
+esac
 venv=$(scripts/python-env.sh)
 rc=0
 [ $# -eq 0 ] && set -- .
-(cd tests/integration && TQ_TEST_BINARY_DIR="$PWD/../../$dir" "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider \
+(cd tests/integration && TQ_TEST_BINARY_DIR="$PWD/../../$dir" "$venv/bin/python" -m pytest -q -rsfE -p no:cacheprovider \
   --ignore=test_skips.py "$@") || rc=$?
 found=$(find "$reports" -type f | sort)
 if [ -n "$found" ]; then

@@ -13,7 +13,8 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 ColdPageCache::ColdPageCache(std::unique_ptr<storage::ColdStore> store, uint64_t capacity_bytes)
-    : store_(std::move(store)), capacity_(capacity_bytes) {
+    : store_(std::move(store)), capacity_(capacity_bytes), spare_(std::make_shared<SparePool>()) {
+  spare_->limit = std::min<uint64_t>(capacity_ / 4, 16 << 20);
   io_thread_ = std::thread([this] { IoLoop(); });
 }
 
@@ -38,7 +39,6 @@ void ColdPageCache::Write(uint64_t id, PageBuffer bytes, uint64_t stream) {
     Entry& e = entries_[id];
     e.state = State::kWriting;
     e.bytes = shared;
-    e.recyclable = false;
     e.wait.reset();
     cached_bytes_ += shared->size();
     ops_.push_back({OpKind::kWrite, id, std::move(shared), nullptr, stream});
@@ -198,7 +198,6 @@ void ColdPageCache::FinishReadLocked(uint64_t id, const std::shared_ptr<ReadWait
   Entry& e = it->second;
   e.state = State::kReady;
   e.bytes = std::move(bytes);
-  e.recyclable = true;
   e.wait.reset();
   cached_bytes_ += e.bytes->size();
   // In the order the reads were asked for (completions may come in any order): the back is needed last.
@@ -225,7 +224,6 @@ void ColdPageCache::EvictLocked() {
       }
       cached_bytes_ -= e->second.bytes->size();
       list->pop_back();
-      if (e->second.recyclable) KeepSpareLocked(std::move(e->second.bytes));
       entries_.erase(e);
       removals_.fetch_add(1, std::memory_order_release);
       ++stats_.evictions;
@@ -234,25 +232,27 @@ void ColdPageCache::EvictLocked() {
   if (cached_bytes_ > capacity_) blocked_evictions_.fetch_add(1, std::memory_order_release);
 }
 
-void ColdPageCache::KeepSpareLocked(PageBytes bytes) {
-  if (bytes.use_count() != 1 || spare_bytes_ + bytes->size() > SpareLimit()) return;
-  spare_bytes_ += bytes->size();
-  // Made non-const by TakeSpare (recyclable): writing to it again is allowed.
-  spare_[bytes->size()].push_back(std::const_pointer_cast<PageBuffer>(std::move(bytes)));
+void ColdPageCache::Recycle::operator()(PageBuffer* buf) const {
+  std::unique_ptr<PageBuffer> owned(buf);
+  std::lock_guard<std::mutex> lock(pool->mu);
+  if (pool->bytes + buf->size() > pool->limit) return;
+  pool->bytes += buf->size();
+  pool->by_size[buf->size()].push_back(std::move(owned));
 }
 
 std::shared_ptr<PageBuffer> ColdPageCache::TakeSpare(size_t n) {
+  std::unique_ptr<PageBuffer> buf;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = spare_.find(n);
-    if (it != spare_.end() && !it->second.empty()) {
-      std::shared_ptr<PageBuffer> buf = std::move(it->second.back());
+    std::lock_guard<std::mutex> lock(spare_->mu);
+    auto it = spare_->by_size.find(n);
+    if (it != spare_->by_size.end() && !it->second.empty()) {
+      buf = std::move(it->second.back());
       it->second.pop_back();
-      spare_bytes_ -= n;
-      return buf;
+      spare_->bytes -= n;
     }
   }
-  return std::make_shared<PageBuffer>(n);
+  if (buf == nullptr) buf = std::make_unique<PageBuffer>(n);
+  return std::shared_ptr<PageBuffer>(buf.release(), Recycle{spare_});
 }
 
 void ColdPageCache::IoLoop() {

@@ -123,7 +123,6 @@ class ColdPageCache {
     std::shared_ptr<ReadWait> wait;  // kReading
     bool used = false;               // kReady: in used_ (read by Get, or written), else in unused_
     uint64_t order = 0;              // when its read was asked for (next_order_)
-    bool recyclable = false;         // bytes came from TakeSpare (not const): reusable once evicted
     std::list<uint64_t>::iterator lru;
   };
   enum class OpKind : uint8_t { kWrite, kErase, kRead };
@@ -144,12 +143,23 @@ class ColdPageCache {
   void TouchLocked(Entry& e);
   std::list<uint64_t>& ListOf(const Entry& e) { return e.used ? used_ : unused_; }
   void EvictLocked();
-  // Buffers of evicted pages, kept for the next reads of the same size: a read then neither allocates nor
-  // zero-fills (both showed in decode profiles with a cache smaller than the working set). At most
-  // SpareLimit() bytes are kept.
-  void KeepSpareLocked(PageBytes bytes);
-  std::shared_ptr<PageBuffer> TakeSpare(size_t n);  // takes mu_
-  uint64_t SpareLimit() const { return std::min<uint64_t>(capacity_ / 4, 16 << 20); }
+  // Buffers of read pages that nobody holds any more, kept for the next reads of the same size: a read then
+  // neither allocates nor zero-fills (both showed in decode profiles with a cache smaller than the working set).
+  // At most `limit` bytes are kept. A buffer comes back through its shared_ptr's deleter, run by whoever lets go
+  // of it last (the cache evicting it, or a reader unpinning it after), under the pool's lock: every reader's last
+  // access happens before the next read writes it. (Deciding by use_count() == 1 in the cache did not order them:
+  // use_count() is a relaxed load, and ThreadSanitizer saw a read fill a buffer attention had just read.)
+  struct SparePool {
+    std::mutex mu;
+    std::unordered_map<size_t, std::vector<std::unique_ptr<PageBuffer>>> by_size;
+    uint64_t bytes = 0;
+    uint64_t limit = 0;
+  };
+  struct Recycle {
+    std::shared_ptr<SparePool> pool;
+    void operator()(PageBuffer* buf) const;
+  };
+  std::shared_ptr<PageBuffer> TakeSpare(size_t n);  // a buffer of n bytes that returns to spare_ when let go
 
   std::unique_ptr<storage::ColdStore> store_;
   const uint64_t capacity_;
@@ -169,8 +179,7 @@ class ColdPageCache {
   std::list<uint64_t> unused_;  // read from disk and not yet used, in the order the reads were asked for
   uint64_t next_order_ = 0;
   uint64_t cached_bytes_ = 0;
-  std::unordered_map<size_t, std::vector<std::shared_ptr<PageBuffer>>> spare_;  // by size
-  uint64_t spare_bytes_ = 0;
+  std::shared_ptr<SparePool> spare_;  // shared with the deleters of the buffers it lent
   std::vector<FailedWrite> failed_writes_;
   ColdCacheStats stats_;
   bool stop_ = false;

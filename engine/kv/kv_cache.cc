@@ -549,20 +549,13 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
   const int d = head_dim_;
   const bool offsets = !h.xf.k_rope_mean.empty();
   if (f.k != KvFormat::kF16 || f.v != KvFormat::kF16) {
-    // The page as the tail held it (in the head's domain, before its key offset), for this pass's queries in the
-    // page (Attend).
+    // The page as the tail held it, for this pass's queries in the page (Attend): in the head's domain, before
+    // its key offset; the first page's tail predates the transform, so its copy is raw (kv_cache_pages.h).
     HeadPages::ExactCopy copy;
     copy.page = page_index;
-    for (int kv = 0; kv < 2; ++kv) {
-      std::vector<uint8_t>& dest = kv == 0 ? copy.k : copy.v;
-      if ((kv == 0 ? f.k : f.v) == KvFormat::kF16 || page_index > 0) {
-        // The tail already is the page in the head's domain; only the first page's tail predates the transform.
-        dest = kv == 0 ? h.k_tail : h.v_tail;
-      } else {
-        dest.resize(f16.layout().page_bytes);
-        TQ_RETURN_IF_ERROR(f16.EncodePage((kv == 0 ? k_rows : v_rows), kPage, dest));
-      }
-    }
+    copy.raw = page_index == 0;
+    copy.k = h.k_tail;
+    copy.v = h.v_tail;
     h.exact_copies.push_back(std::move(copy));
   }
   if (offsets) {  // the page's keys relative to its offset (kv_cache_pages.h)
@@ -774,14 +767,17 @@ void SequenceKv::AddScoreBiases(const HeadPages& hp, size_t skip_pages, const fl
 }
 
 // The attention kernel over `refs`, in groups of rows: the rows of a page with an exact copy (filled in this
-// pass) attend to the coded pages before it and to the copy; the other rows to every page.
+// pass) attend to the coded pages before it and to the copy; the other rows to every page. q is in the keys'
+// domain (q * k_scale) and q_raw as the model gave it; out is in the values' domain (divided by v_scale) except
+// for the rows of a raw copy, which see the first page's rows untransformed (raw_rows[r] = 1 for them).
 Status SequenceKv::AttendRowGroups(const HeadPages& hp, const std::vector<kernels::KvPageRef>& refs,
-                                   size_t skip_pages, const float* q, int rows, int group, int first_pos,
-                                   int kernel_first_pos, int window, float* out,
-                                   kernels::AttentionStats* stats) const {
+                                   size_t skip_pages, const float* q, const float* q_raw, int rows, int group,
+                                   int first_pos, int kernel_first_pos, int window, float* out,
+                                   std::vector<uint8_t>& raw_rows, kernels::AttentionStats* stats) const {
   const int d = head_dim_;
   kernels::AttentionOptions options;
   options.window = window;
+  raw_rows.assign(static_cast<size_t>(rows), 0);
   // Per-query biases move with the group's first row.
   thread_local std::vector<kernels::KvPageRef> group_refs;
   for (int r = 0; r < rows;) {
@@ -806,9 +802,12 @@ Status SequenceKv::AttendRowGroups(const HeadPages& hp, const std::vector<kernel
       if (ref.first_bias != nullptr) ref.first_bias += shift;
     }
     if (copy != nullptr) group_refs.push_back({copy->k.data(), copy->v.data(), KvFormat::kF16, KvFormat::kF16, kPage});
+    // A raw copy is the only page its rows see (page 0: no coded page before it).
+    const bool raw = copy != nullptr && copy->raw;
+    if (raw) std::fill(raw_rows.begin() + r, raw_rows.begin() + r + n, uint8_t{1});
     const size_t offset = shift * d;
-    TQ_RETURN_IF_ERROR(kernels::PrefillAttention(group_refs, d, q + offset, n, group, kernel_first_pos + r, options,
-                                                 out + offset, stats));
+    TQ_RETURN_IF_ERROR(kernels::PrefillAttention(group_refs, d, (raw ? q_raw : q) + offset, n, group,
+                                                 kernel_first_pos + r, options, out + offset, stats));
     r += n;
   }
   return Status::Ok();
@@ -894,6 +893,7 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
   if (!hp.xf.k_rope_mean.empty()) AddScoreBiases(hp, skip_pages, q, rows * group, refs);
   if (skip_pages == 0 && !hp.full.empty() && !hp.xf.v_sink.empty()) refs[0].first_value = hp.xf.v_sink.data();
   kernels::AttentionStats stats;
+  const float* q_raw = q;
   thread_local std::vector<float> qs;  // the query in the keys' domain: q * k_scale
   if (!hp.xf.k_scale.empty()) {
     qs.assign(q, q + static_cast<size_t>(rows) * group * d);
@@ -902,11 +902,15 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
     }
     q = qs.data();
   }
-  TQ_RETURN_IF_ERROR(AttendRowGroups(hp, refs, skip_pages, q, rows, group, first_pos, kernel_first_pos, window,
-                                     out, &stats));
+  thread_local std::vector<uint8_t> raw_rows;  // [rows]: 1 = the row saw a raw copy, its output is not scaled
+  TQ_RETURN_IF_ERROR(AttendRowGroups(hp, refs, skip_pages, q, q_raw, rows, group, first_pos, kernel_first_pos,
+                                     window, out, raw_rows, &stats));
   if (!hp.xf.v_scale.empty()) {
-    for (size_t r = 0; r < static_cast<size_t>(rows) * group * d; r += d) {
-      for (int i = 0; i < d; ++i) out[r + i] *= hp.xf.v_scale[i];
+    for (int r = 0; r < rows; ++r) {
+      if (raw_rows[static_cast<size_t>(r)] != 0) continue;
+      for (size_t j = static_cast<size_t>(r) * group * d; j < static_cast<size_t>(r + 1) * group * d; j += d) {
+        for (int i = 0; i < d; ++i) out[j + i] *= hp.xf.v_scale[i];
+      }
     }
   }
   if (scored) *scored += stats.scored;

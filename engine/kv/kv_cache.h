@@ -198,8 +198,9 @@ class SequenceKv {
   void AddScoreBiases(const HeadPages& hp, size_t skip_pages, const float* q, int nq,
                       std::vector<kernels::KvPageRef>& refs) const;
   Status AttendRowGroups(const HeadPages& hp, const std::vector<kernels::KvPageRef>& refs, size_t skip_pages,
-                         const float* q, int rows, int group, int first_pos, int kernel_first_pos, int window,
-                         float* out, kernels::AttentionStats* stats) const;
+                         const float* q, const float* q_raw, int rows, int group, int first_pos,
+                         int kernel_first_pos, int window, float* out, std::vector<uint8_t>& raw_rows,
+                         kernels::AttentionStats* stats) const;
 
   std::shared_ptr<const KvLayout> layout_;  // null: plain f32
   KvPageStore* store_ = nullptr;

@@ -63,11 +63,16 @@ struct SequenceKv::HeadPages {
   };
   mutable ColdHolds holds;
   std::unique_ptr<std::mutex> holds_mu = std::make_unique<std::mutex>();
-  // Exact f16 copies (the tail's domain: no key offset, no sink) of compressed pages that filled during the current
+  // Exact f16 copies (the tail's bytes: no key offset, no sink) of compressed pages that filled during the current
   // forward pass. Attention lets a query see its own page through them, as a decode step sees its own tail page, so
-  // prefill computes what token-by-token decode computes. Dropped after the layer's attention (FinishLayerPass).
+  // prefill computes what token-by-token decode computes, bit for bit, wherever the passes start and end (the
+  // prefix cache keeps the pages a prefill made, so they must not depend on how the batch cut it). The first
+  // page's tail holds raw rows (the transform is fixed from them when it fills), and so does its copy: its queries
+  // see the same bytes as the passes before the page filled did, with the query and output untransformed.
+  // Dropped after the layer's attention (FinishLayerPass).
   struct ExactCopy {
     int page = 0;                  // index into `full`
+    bool raw = false;              // page 0: raw rows (no k_mean, k_scale, v_scale)
     std::vector<uint8_t> k, v;     // f16 pages of kPage tokens
   };
   std::vector<ExactCopy> exact_copies;

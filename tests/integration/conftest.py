@@ -16,6 +16,15 @@ import requests_shim as http
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(os.environ.get("TQ_TEST_BINARY_DIR", ROOT / "build")) / "tqserve"
+# How much slower than a release build the daemon under test may be (scripts/sanitize.sh sets it for ASan and
+# TSan builds): waits that only bound how long something takes are multiplied by it (scaled()); what a test
+# asserts stays the same.
+TIME_SCALE = max(1.0, float(os.environ.get("TQ_TEST_TIME_SCALE", "1")))
+
+
+def scaled(seconds):
+    """A wait of `seconds` on a release build, stretched for a slower (sanitizer) build of the daemon."""
+    return seconds * TIME_SCALE
 
 
 def default_model():
@@ -69,7 +78,7 @@ class Daemon:
                 conn.close()
 
         self.url = f"{scheme}://127.0.0.1:{self.http_port}"
-        deadline = time.time() + 60
+        deadline = time.time() + scaled(60)
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"tqserve exited with {self.proc.returncode}:\n{self.logs()}")
@@ -91,7 +100,7 @@ class Daemon:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout)
+                self.proc.wait(scaled(timeout))
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()

@@ -10,13 +10,14 @@ import openai
 import pytest
 
 import requests_shim as http
+from conftest import scaled
 
 SENTENCES = ["The cat sat on the mat.", "A kitten rested on the rug.", "Stock markets fell sharply today."]
 
 
 @pytest.fixture(scope="module")
 def client(daemon):
-    return openai.OpenAI(base_url=daemon.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    return openai.OpenAI(base_url=daemon.url + "/v1", api_key="unused", max_retries=0, timeout=scaled(120))
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import openai
 import pytest
 
 import requests_shim as http
-from conftest import Daemon, metric_value
+from conftest import Daemon, metric_value, scaled
 
 LONG_CONTEXT = " ".join(f"Fact {i}: the blue house on street {i} has {i % 7 + 2} windows." for i in range(30))
 WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 24}},
@@ -137,7 +137,8 @@ def test_store_false_is_not_kept(client, model_id, daemon):
 
 
 def test_store_bounds_and_metrics():
-    d = Daemon(["--responses-max-count", "2", "--responses-ttl", "2"])
+    ttl = scaled(2)  # the three creations must fit in it, on a slow (sanitizer) daemon too
+    d = Daemon(["--responses-max-count", "2", "--responses-ttl", str(ttl)])
     try:
         c = openai.OpenAI(base_url=d.url + "/v1", api_key="unused", max_retries=0, timeout=60)
         model = c.models.list().data[0].id
@@ -148,7 +149,7 @@ def test_store_bounds_and_metrics():
         assert metric_value(metrics, "tqserve_responses_stored") == 2
         assert metric_value(metrics, "tqserve_responses_evicted_total") >= 1
         assert metric_value(metrics, "tqserve_responses_stored_bytes") > 0
-        time.sleep(2.5)
+        time.sleep(ttl + 0.5)
         assert http.get(d.url + f"/v1/responses/{ids[2]}", timeout=10).status == 404  # expired (TTL)
     finally:
         d.stop()

@@ -9,7 +9,7 @@ import openai
 import pytest
 
 import requests_shim as http
-from conftest import Daemon
+from conftest import Daemon, scaled
 
 ALICE, BOB, ROOT_KEY = "alice-key-0123456789", "bob-key-0123456789", "root-key-0123456789"
 PROMPT = " ".join(f"Line {i}: the green door of the old mill opens at dawn." for i in range(40))
@@ -86,9 +86,12 @@ def test_abort_and_events_are_per_key(d, grpc_pb):
     assert finals and finals[0].finish_reason == m.FINISH_REASON_ABORTED
 
     def events(key):
+        # The stream replays every event since sequence 1, then waits for new ones until the deadline ends it: the
+        # window must outlast the replay, which a sanitizer build sends several times slower.
         seen = []
         try:
-            for e in stub.SubscribeKvEvents(m.SubscribeKvEventsRequest(from_sequence=1), timeout=3, metadata=md(key)):
+            for e in stub.SubscribeKvEvents(m.SubscribeKvEventsRequest(from_sequence=1), timeout=scaled(3),
+                                            metadata=md(key)):
                 seen.append(e)
         except grpc.RpcError as err:
             assert err.code() == grpc.StatusCode.DEADLINE_EXCEEDED
