@@ -27,7 +27,7 @@ nlohmann::json PplJson(const engine::PplResult& r) {
   return {{"ppl", r.ppl}, {"ppl_stderr", r.ppl_stderr}, {"tokens", r.tokens}, {"chunks", r.chunks},
           {"kv_bits_per_value", r.kv_bits_per_value}, {"kv_bytes", r.kv_bytes}, {"seconds", r.seconds},
           {"tokens_per_second", r.tokens_per_second},
-          {"bits_per_value", r.kv_bits_per_value},
+          {"bits_per_value", r.kv_bits_per_value}, {"page_bits_per_value", r.kv_page_bits_per_value},
           {"bytes_by_tier", {{"hot", r.bytes_by_tier[0]}, {"warm", r.bytes_by_tier[1]}, {"cold", r.bytes_by_tier[2]}}},
           {"heads_by_class",
            {{"hot", r.heads_by_class[0]}, {"active", r.heads_by_class[1]}, {"sparse", r.heads_by_class[2]}}}};

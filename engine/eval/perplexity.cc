@@ -91,6 +91,7 @@ void Finish(const NllAccumulator& acc, int chunks, int ctx, double seconds, cons
   r->seconds = seconds;
   r->tokens_per_second = seconds > 0 ? static_cast<double>(chunks) * ctx / seconds : 0;
   r->kv_bits_per_value = layout.bits_per_value();
+  r->kv_page_bits_per_value = layout.page_bits_per_value();
   r->kv_bytes = bytes;
 }
 

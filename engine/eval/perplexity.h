@@ -33,6 +33,7 @@ struct PplResult {
   int64_t tokens = 0;          // scored tokens
   int chunks = 0;
   double kv_bits_per_value = 0;
+  double kv_page_bits_per_value = 0;  // every byte of a full page counted (the header too)
   uint64_t kv_bytes = 0;       // KV held at the end of a chunk (ctx tokens)
   // Page bytes in each tier [hot, warm, cold] at the end of a chunk, as the page store placed them (tail pages
   // and f32 rows, held by the sequence in RAM, count as hot).

@@ -146,21 +146,35 @@ StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, co
   return std::shared_ptr<const KvLayout>(std::move(layout));
 }
 
-double KvLayout::bits_per_value() const {
+namespace {
+
+// Bits per value of a layout averaged over layers, heads and K/V; plain f32 layers count 32.
+template <typename Bits>
+double MeanBits(const std::vector<LayerKvFormat>& layers, int n_kv_heads, Bits bits) {
   double sum = 0;
   int64_t n = 0;
-  for (const LayerKvFormat& f : layers_) {
+  for (const LayerKvFormat& f : layers) {
     if (f.plain) {
-      sum += 64.0 * n_kv_heads_;
-      n += n_kv_heads_;
+      sum += 64.0 * n_kv_heads;
+      n += n_kv_heads;
       continue;
     }
     for (const HeadKvFormat& h : f.heads) {
-      sum += kernels::BitsPerValue(h.k, head_dim_) + kernels::BitsPerValue(h.v, head_dim_);
+      sum += bits(h.k) + bits(h.v);
       ++n;
     }
   }
   return n == 0 ? 0 : sum / (2.0 * n);
+}
+
+}  // namespace
+
+double KvLayout::bits_per_value() const {
+  return MeanBits(layers_, n_kv_heads_, [&](KvFormat f) { return kernels::BitsPerValue(f, head_dim_); });
+}
+
+double KvLayout::page_bits_per_value() const {
+  return MeanBits(layers_, n_kv_heads_, [&](KvFormat f) { return kernels::PageBitsPerValue(f, head_dim_); });
 }
 
 std::array<int, 3> KvLayout::class_heads() const {
@@ -479,9 +493,13 @@ void SequenceKv::FixTransform(int layer, const HeadKvFormat& f, HeadPages& h, fl
   // When a head's first page fills, its rows fix the transform every later row of the head goes through (the f16
   // tail included), so all its pages stay in one domain. Both are exact for attention:
   // - compressed K: keys are stored as (k - mean) / scale and the query is multiplied by scale, so every score
-  //   moves by the same -q.mean, which the softmax ignores. scale = (channel RMS / mean RMS)^kKeyScalePower:
-  //   the mean removes the keys' large common offset; the partial equalization evens the channels that the
-  //   rotation mixes without amplifying the error of the small ones too much (full equalization measured worse).
+  //   moves by the same -q.mean, which the softmax ignores. The mean removes the keys' large common offset. The
+  //   scale: a rotation-based code leaves an error e' spread evenly over the stored domain with E||e'||^2
+  //   proportional to ||k'||^2, so a score's error q'.e' has variance proportional to
+  //   (sum_i Q_i s_i^2) (sum_i K_i / s_i^2), Q_i and K_i the channel energies of queries and keys; by
+  //   Cauchy-Schwarz that is smallest at s_i = (K_i / Q_i)^(1/4) (up to a common factor). With the queries of
+  //   the page's tokens (Append's q) that is the scale; without them, (channel RMS / mean RMS)^kKeyScalePower,
+  //   the keys-only rule (full key equalization, s_i = K_i^(1/2), measured worse).
   // - compressed V: values are stored divided by the channel RMS and Attend multiplies the output by it
   //   (out = sum_t p_t v_t = scale * sum_t p_t (v_t / scale)).
   constexpr double kKeyScalePower = 0.4;
@@ -503,11 +521,27 @@ void SequenceKv::FixTransform(int layer, const HeadKvFormat& f, HeadPages& h, fl
     double mean = 0;
     for (double r : rms) mean += r / d;
     x.k_scale.resize(d);
-    for (int i = 0; i < d; ++i) x.k_scale[i] = static_cast<float>(std::pow(rms[i] / mean, kKeyScalePower));
+    if (h.q_rows > 0) {
+      // log s_i = (log K_i - log Q_i) / 4, centred (a common factor changes nothing); Q_i floored at 1e-6 of
+      // the mean so that a channel no query reads cannot take an unbounded scale.
+      double q_mean = 0;
+      for (int i = 0; i < d; ++i) q_mean += h.q_energy[i] / (static_cast<double>(h.q_rows) * d);
+      std::vector<double> log_s(d);
+      double centre = 0;
+      for (int i = 0; i < d; ++i) {
+        const double qi = std::max(h.q_energy[i] / static_cast<double>(h.q_rows), 1e-6 * q_mean + 1e-30);
+        log_s[i] = 0.25 * (2.0 * std::log(rms[i]) - std::log(qi));
+        centre += log_s[i] / d;
+      }
+      for (int i = 0; i < d; ++i) x.k_scale[i] = static_cast<float>(std::exp(log_s[i] - centre));
+    } else {
+      for (int i = 0; i < d; ++i) x.k_scale[i] = static_cast<float>(std::pow(rms[i] / mean, kKeyScalePower));
+    }
     for (int t = 0; t < kPage; ++t) {
       for (int i = 0; i < d; ++i) k_rows[size_t(t) * d + i] /= x.k_scale[i];
     }
   }
+  h.q_energy = {};  // used once
   if (f.v != KvFormat::kF16) {
     const std::vector<double> rms = ChannelRms(v_rows, d);
     x.v_scale.assign(rms.begin(), rms.end());
@@ -638,7 +672,7 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
   return Status::Ok();
 }
 
-Status SequenceKv::Append(int layer, int pos, const float* k, const float* v) {
+Status SequenceKv::Append(int layer, int pos, const float* k, const float* v, const float* q, int q_heads) {
   if (pos >= n_ctx_) {
     return OutOfRangeError("position " + std::to_string(pos) + " is past the context of " + std::to_string(n_ctx_));
   }
@@ -659,9 +693,18 @@ Status SequenceKv::Append(int layer, int pos, const float* k, const float* v) {
   }
   const kernels::KvCodec& f16 = layout_->codec(KvFormat::kF16);
   const kernels::CodeLayout& cl = f16.layout();
+  const int q_group = q != nullptr && q_heads >= n_kv_heads_ ? q_heads / n_kv_heads_ : 0;
   for (int h = 0; h < n_kv_heads_; ++h) {
     HeadPages& hp = pages_[layer][h];
     const int t = hp.tail_tokens;
+    if (q_group > 0 && hp.full.empty() && layout_->head(layer, h).k != KvFormat::kF16) {
+      if (hp.q_energy.empty()) hp.q_energy.assign(head_dim_, 0.0);
+      const float* qh = q + static_cast<size_t>(h) * q_group * head_dim_;
+      for (int g = 0; g < q_group; ++g, qh += head_dim_) {
+        for (int i = 0; i < head_dim_; ++i) hp.q_energy[i] += double{qh[i]} * qh[i];
+      }
+      hp.q_rows += q_group;
+    }
     for (int kv = 0; kv < 2; ++kv) {
       const float* src = (kv == 0 ? k : v) + static_cast<size_t>(h) * head_dim_;
       std::vector<uint8_t>& tail = kv == 0 ? hp.k_tail : hp.v_tail;

@@ -70,6 +70,8 @@ class KvLayout {
   int head_dim() const { return head_dim_; }
   // Bits per value averaged over layers and K/V, norms and scales included (f32 = 32).
   double bits_per_value() const;
+  // The same counting whole pages, every byte (PageBitsPerValue: the page header too).
+  double page_bits_per_value() const;
   std::string Describe() const;  // "k=tq4 v=tq4, f16 in layers 0-1 and 28-29"
   // Identity of the per-head formats and classes (with the shapes): pages are interchangeable between two
   // layouts with the same fingerprint.
@@ -122,7 +124,11 @@ class SequenceKv {
 
   // Stores K and V ([n_kv_heads][head_dim] each) of `pos` in `layer`. Positions of a layer come in order:
   // pos == the number of positions the layer holds (OutOfRange past n_ctx; InvalidArgument out of order).
-  Status Append(int layer, int pos, const float* k, const float* v);
+  // q (optional): the position's queries after RoPE, [q_heads][head_dim], a KV head's group of q_heads /
+  // n_kv_heads contiguous. Until a head's first page fills, their channel energies are summed; the key scale that
+  // page fixes weighs them (FixTransform), so keys are coded where queries look. Without q the scale follows the
+  // keys alone.
+  Status Append(int layer, int pos, const float* k, const float* v, const float* q = nullptr, int q_heads = 0);
 
   // Causal attention for `rows` consecutive query positions starting at first_pos, for the `group` query heads
   // of `kv_head`: q and out are [rows][group][head_dim]; row r attends to positions [0, first_pos + r], or with

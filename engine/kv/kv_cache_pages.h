@@ -28,6 +28,10 @@ struct SequenceKv::HeadPages {
   size_t released_pages = 0;      // full[0, released_pages) are released
   std::vector<uint8_t> k_tail, v_tail;  // f16 pages
   HeadTransform xf;                     // fixed when the first page fills (FixTransform); empty before
+  // Until then, the queries Append was given for this head's group: per channel the sum of q_i^2 over the
+  // group's heads and tokens, [head_dim] (empty when none were given), and how many query rows it holds.
+  std::vector<double> q_energy;
+  int64_t q_rows = 0;
   // Outlier formats (tq2.5, tq3.5): the head's own codec, its outlier channels calibrated on the first page it
   // encodes in that format (KvCodec::Train; each page's header records its set). Null: the layout's codec.
   std::shared_ptr<const kernels::KvCodec> k_codec, v_codec;

@@ -295,7 +295,8 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
       const float* sn = (local_angles ? local_sin.data() : rope_sin.data()) + b * half;
       Rope(q.data() + b * q_dim, hp.n_heads, D, hp.n_rot, c, sn, hp.arch->rope);
       Rope(k.data() + b * kv_dim, hp.n_kv_heads, D, hp.n_rot, c, sn, hp.arch->rope);
-      TQ_RETURN_IF_ERROR(batch[b].kv->Append(l, batch[b].pos, k.data() + b * kv_dim, v.data() + b * kv_dim));
+      TQ_RETURN_IF_ERROR(batch[b].kv->Append(l, batch[b].pos, k.data() + b * kv_dim, v.data() + b * kv_dim,
+                                             q.data() + b * q_dim, hp.n_heads));
     }
     // q of a KV head's query group is contiguous: [group][D] at kv_head * group * D within a token's q.
     std::atomic<bool> failed{false};

@@ -18,12 +18,9 @@ namespace {
 const uint8_t* GroupOf(const uint8_t* page, const CodeLayout& layout, int token) {
   return page + layout.codes_offset + layout.group_bytes * (token / kGroupTokens);
 }
-float NormOf(const uint8_t* page, const CodeLayout& layout, int slot, int token) {
-  const uint16_t* norms = reinterpret_cast<const uint16_t*>(page + layout.norms_offset);
-  return HalfToFloat(norms[static_cast<size_t>(slot) * kPageTokens + token]);
-}
 
-// The value of coordinate i of segment s for one token, as the page codes it (norm and scale applied).
+// The value of coordinate i of segment s for one token, as the page codes it (norm and scale applied). scale: the
+// page header's (int8 values, compact formats' norms).
 double SegmentValue(const KvCodec& codec, const uint8_t* page, float scale, int s, int i, int token) {
   const CodeLayout& layout = codec.layout();
   const CodeSegment& seg = layout.segments[s];
@@ -31,7 +28,7 @@ double SegmentValue(const KvCodec& codec, const uint8_t* page, float scale, int 
   const int t = token % kGroupTokens;
   if (seg.bits == 16) return HalfToFloat(reinterpret_cast<const uint16_t*>(group)[i * kGroupTokens + t]);
   if (seg.domain == CodeDomain::kPlain) return static_cast<int8_t>(GetCode(group, seg, i, t)) * double{scale};
-  return double{NormOf(page, layout, seg.norm_slot, token)} * codec.SegmentTable(s)[GetCode(group, seg, i, t)];
+  return double{ReadNorm(page, layout, seg.norm_slot, token, scale)} * codec.SegmentTable(s)[GetCode(group, seg, i, t)];
 }
 
 // Attention for queries [q_begin, q_begin + q_count) of the plan over the tokens at positions

@@ -21,7 +21,7 @@ struct PlannedPage {
   const uint8_t* v = nullptr;
   const KvCodec* k_codec = nullptr;
   const KvCodec* v_codec = nullptr;
-  float k_scale = 0.0f;  // int8 pages: the page scale
+  float k_scale = 0.0f;  // the page header's scale: int8 values, compact formats' norms (norm = code * scale)
   float v_scale = 0.0f;
   int num_tokens = 0;
   const float* score_bias = nullptr;  // [num_q] or null (KvPageRef)

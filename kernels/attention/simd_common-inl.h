@@ -292,8 +292,13 @@ constexpr int ScoreGroupsPerPass() {
 }
 
 
-// The norms of tokens [t, t + kN) of a page's code segment (norm slot `slot`), as floats.
-HWY_INLINE VF LoadNorms(const uint8_t* page, const CodeLayout& layout, int slot, size_t t) {
+// The norms of tokens [t, t + kN) of a page's code segment (norm slot `slot`), as floats. scale: the page's
+// (compact formats: norm = 8-bit code * scale; unused for fp16 norms).
+HWY_INLINE VF LoadNorms(const uint8_t* page, const CodeLayout& layout, int slot, size_t t, float scale) {
+  if (layout.norm_bytes == 1) {
+    const uint8_t* codes = page + layout.norms_offset + static_cast<size_t>(slot) * kPageTokens + t;
+    return hn::Mul(hn::ConvertTo(DF(), hn::PromoteTo(DI(), hn::LoadU(DU8(), codes))), hn::Set(DF(), scale));
+  }
   const hwy::float16_t* norms = reinterpret_cast<const hwy::float16_t*>(page + layout.norms_offset);
   return hn::PromoteTo(DF(), hn::LoadU(DH(), norms + static_cast<size_t>(slot) * kPageTokens + t));
 }

@@ -148,7 +148,7 @@ HWY_NOINLINE void ScoreSegment(const Plan& plan, const PlannedPage& page, const 
         const size_t t = static_cast<size_t>(grp0 + j) * kGroupTokens + b * kN;
         VF factor;
         if constexpr (kCodes) {
-          factor = hn::Mul(LoadNorms(page.k, layout, seg.norm_slot, t), hn::Set(df, plan.scale));
+          factor = hn::Mul(LoadNorms(page.k, layout, seg.norm_slot, t, page.k_scale), hn::Set(df, plan.scale));
         } else {
           factor = hn::Set(df, (seg.bits == 16 ? 1.0f : page.k_scale) * plan.scale);
         }

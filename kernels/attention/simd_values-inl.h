@@ -271,7 +271,7 @@ void AccumulatePage(const Plan& plan, const PlannedPage& page, unsigned groups, 
         const size_t t = static_cast<size_t>(grp) * kGroupTokens + b * kN;
         VF factor;
         if (seg.domain != CodeDomain::kPlain) {
-          factor = LoadNorms(page.v, layout, seg.norm_slot, t);
+          factor = LoadNorms(page.v, layout, seg.norm_slot, t, page.v_scale);
         } else {
           factor = hn::Set(df, seg.bits == 16 ? 1.0f : page.v_scale);
         }

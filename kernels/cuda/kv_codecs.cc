@@ -38,6 +38,10 @@ std::vector<float> DenseMatrix(int d, const std::function<void(const float*, flo
 }  // namespace
 
 StatusOr<int> DeviceCodecs::Add(const KvCodec& in) {
+  if (kernels::HasPageScale(in.format())) {
+    return UnimplementedError("KV format " + std::string(kernels::FormatName(in.format())) +
+                              ": 8-bit norms are not in the CUDA kernels yet (use its fp16-norm row on a GPU)");
+  }
   // The process-wide cached codec with the same identity: it outlives this object.
   kernels::PageHeader header;
   header.format = static_cast<uint8_t>(in.format());

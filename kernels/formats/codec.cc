@@ -20,9 +20,6 @@ namespace {
 uint16_t* NormSlot(uint8_t* page, const CodeLayout& layout, int slot) {
   return reinterpret_cast<uint16_t*>(page + layout.norms_offset) + static_cast<size_t>(slot) * kPageTokens;
 }
-const uint16_t* NormSlot(const uint8_t* page, const CodeLayout& layout, int slot) {
-  return reinterpret_cast<const uint16_t*>(page + layout.norms_offset) + static_cast<size_t>(slot) * kPageTokens;
-}
 uint8_t* Group(uint8_t* page, const CodeLayout& layout, int token) {
   return page + layout.codes_offset + layout.group_bytes * (token / kGroupTokens);
 }
@@ -193,7 +190,7 @@ float BestCodeScale(const Codebook& book, const float* y, int dims, float norm) 
 
 }  // namespace
 
-void KvCodec::EncodeTq(const float* x, int token, uint8_t* page) const {
+void KvCodec::EncodeTq(const float* x, int token, uint8_t* page, float* norms8) const {
   const int d = layout_.head_dim;
   const int t = token % kGroupTokens;
   uint8_t* group = Group(page, layout_, token);
@@ -218,6 +215,10 @@ void KvCodec::EncodeTq(const float* x, int token, uint8_t* page) const {
         c2 += static_cast<double>(book.centroids[code]) * book.centroids[code];
       }
       const float corrected = c2 > 0.0 ? static_cast<float>(norm / std::sqrt(c2)) : norm;
+      if (layout_.norm_bytes == 1) {  // compact: coded once the page's norms are all known (QuantizeNorms8)
+        norms8[token] = corrected;
+        continue;  // one segment, no sketch: the residual is not needed
+      }
       const uint16_t norm_half = FloatToHalf(corrected);
       NormSlot(page, layout_, seg.norm_slot)[token] = norm_half;
       const float stored = HalfToFloat(norm_half);
@@ -334,9 +335,14 @@ Status KvCodec::EncodePageReference(const float* x, int n, std::span<uint8_t> pa
       break;
     case FormatKind::kTqMse:
     case FormatKind::kTqOutlier:
-    case FormatKind::kTqProd:
-      for (int token = 0; token < n; ++token) EncodeTq(x + static_cast<size_t>(token) * d, token, page.data());
+    case FormatKind::kTqProd: {
+      std::vector<float> norms8(layout_.norm_bytes == 1 ? kPageTokens : 0);
+      for (int token = 0; token < n; ++token) {
+        EncodeTq(x + static_cast<size_t>(token) * d, token, page.data(), norms8.data());
+      }
+      if (layout_.norm_bytes == 1) header.scale = QuantizeNorms8(norms8.data(), n, page.data() + layout_.norms_offset);
       break;
+    }
   }
   SealHeader(header);
   std::memcpy(page.data(), &header, sizeof(header));
@@ -367,12 +373,12 @@ Status KvCodec::DecodePage(std::span<const uint8_t> page, float* x) const {
           }
           break;
         case CodeDomain::kRotated: {
-          const float norm = HalfToFloat(NormSlot(page.data(), layout_, seg.norm_slot)[token]);
+          const float norm = ReadNorm(page.data(), layout_, seg.norm_slot, token, header.scale);
           for (int i = 0; i < seg.dims; ++i) y[seg.first + i] = norm * tables_[s][GetCode(group, seg, i, t)];
           break;
         }
         case CodeDomain::kSketch: {
-          const float norm = HalfToFloat(NormSlot(page.data(), layout_, seg.norm_slot)[token]);
+          const float norm = ReadNorm(page.data(), layout_, seg.norm_slot, token, header.scale);
           for (int j = 0; j < d; ++j) z[j] = norm * tables_[s][GetCode(group, seg, j, t)];
           has_sketch = true;
           break;

@@ -82,7 +82,8 @@ class KvCodec {
   StatusOr<PageHeader> BeginEncode(int n, std::span<uint8_t> page) const;
   // int8: the clamp range of x [n][head_dim] (+-inf without the robust clamp); sets the header flag.
   void Int8ClampRange(const float* x, int n, PageHeader& header, float& lo, float& hi) const;
-  void EncodeTq(const float* x, int token, uint8_t* page) const;
+  // Compact formats write the token's norm to norms8[token] instead of the page (QuantizeNorms8 codes them).
+  void EncodeTq(const float* x, int token, uint8_t* page, float* norms8) const;
   Status EncodeInt8(const float* x, int n, uint8_t* page, PageHeader& header) const;
 
   CodeLayout layout_;

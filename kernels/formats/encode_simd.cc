@@ -397,7 +397,8 @@ uint16_t* NormSlot(const EncodeJob& job, int slot) {
          static_cast<size_t>(slot) * kPageTokens;
 }
 
-void EncodeTqGroup(const EncodeJob& job, int token0, int valid, Scratch& s, uint8_t* group) {
+// norms8: compact formats, [kPageTokens] where the tokens' norms go (coded per page by QuantizeNorms8); else null.
+void EncodeTqGroup(const EncodeJob& job, int token0, int valid, Scratch& s, uint8_t* group, float* norms8) {
   const DF df;
   const DI di;
   const DU8 du8;
@@ -433,9 +434,14 @@ void EncodeTqGroup(const EncodeJob& job, int token0, int valid, Scratch& s, uint
       }
       // Norm correction: store ||y|| / ||c||, c the chosen centroids (the reference's formula, in fp64).
       SumSquares(s.vals.get(), seg.dims, sums);
-      uint16_t* slot = NormSlot(job, seg.norm_slot) + token0;
+      uint16_t* slot = norms8 == nullptr ? NormSlot(job, seg.norm_slot) + token0 : nullptr;
       for (int t = 0; t < kT; ++t) {
         const float corrected = sums[t] > 0.0 ? static_cast<float>(norm[t] / std::sqrt(sums[t])) : norm[t];
+        if (norms8 != nullptr) {
+          if (t < valid) norms8[token0 + t] = corrected;
+          stored[t] = corrected;
+          continue;
+        }
         const uint16_t half = FloatToHalf(corrected);
         if (t < valid) slot[t] = half;
         stored[t] = HalfToFloat(half);
@@ -547,6 +553,8 @@ EncodeResult EncodePage(const EncodeJob& job) {
     return result;
   }
   Scratch s(d);
+  alignas(64) float norms8[kPageTokens];
+  const bool compact = layout.norm_bytes == 1;
   for (int token0 = 0; token0 < job.n; token0 += kT) {
     const int valid = std::min(kT, job.n - token0);
     uint8_t* group = job.page + layout.codes_offset + layout.group_bytes * (token0 / kT);
@@ -556,9 +564,10 @@ EncodeResult EncodePage(const EncodeJob& job) {
       case FormatKind::kInt8: StoreInt8Rows(s.y.get(), d, job, result.scale, group); break;
       case FormatKind::kTqMse:
       case FormatKind::kTqOutlier:
-      case FormatKind::kTqProd: EncodeTqGroup(job, token0, valid, s, group); break;
+      case FormatKind::kTqProd: EncodeTqGroup(job, token0, valid, s, group, compact ? norms8 : nullptr); break;
     }
   }
+  if (compact) result.scale = QuantizeNorms8(norms8, job.n, job.page + layout.norms_offset);
   return result;
 }
 

@@ -43,7 +43,7 @@ struct EncodeJob {
 
 struct EncodeResult {
   bool finite = true;  // int8: false if x holds a non-finite value (nothing useful was written)
-  float scale = 0.0f;  // int8: the page scale (value = code * scale)
+  float scale = 0.0f;  // int8: the page scale (value = code * scale); compact formats: norm = code * scale
 };
 
 // Writes the norms and codes of job.n tokens. Dispatches once to the best SIMD target.

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "kernels/formats/page.h"
+
 namespace tq::kernels {
 
 const FormatInfo& GetFormatInfo(KvFormat format) {
@@ -77,11 +79,18 @@ int CodeBitsPerVector(KvFormat format, int head_dim) {
 
 double BytesPerVector(KvFormat format, int head_dim) {
   const FormatInfo& info = GetFormatInfo(format);
-  double bytes = CodeBitsPerVector(format, head_dim) / 8.0 + 2.0 * info.norms;
-  if (info.kind == FormatKind::kInt8) bytes += 4.0 / kPageTokens;  // one fp32 scale per page
+  double bytes = CodeBitsPerVector(format, head_dim) / 8.0 + static_cast<double>(info.norm_bytes) * info.norms;
+  if (info.kind == FormatKind::kInt8 || HasPageScale(format)) bytes += 4.0 / kPageTokens;  // one fp32 scale per page
   return bytes;
 }
 
 double BitsPerValue(KvFormat format, int head_dim) { return 8.0 * BytesPerVector(format, head_dim) / head_dim; }
+
+double PageBitsPerValue(KvFormat format, int head_dim) {
+  const FormatInfo& info = GetFormatInfo(format);
+  const double bytes = double{kPageHeaderBytes} + static_cast<double>(info.norm_bytes) * info.norms * kPageTokens +
+                       CodeBitsPerVector(format, head_dim) / 8.0 * kPageTokens;
+  return 8.0 * bytes / (double{kPageTokens} * head_dim);
+}
 
 }  // namespace tq::kernels

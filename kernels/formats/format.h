@@ -25,6 +25,9 @@ enum class KvFormat : uint8_t {
   kTq3_5 = 8,
   kTq3p = 9,
   kTq4p = 10,
+  kTq2c = 11,
+  kTq3c = 12,
+  kTq4c = 13,
 };
 
 // How a format codes one vector.
@@ -41,26 +44,30 @@ struct FormatInfo {
   std::string_view name;  // stable
   FormatKind kind;
   uint8_t bits;           // nominal bits per coordinate (see FormatKind)
-  uint8_t norms;          // fp16 norms stored per vector (0 for f16 and int8)
+  uint8_t norms;          // norms stored per vector (0 for f16 and int8)
+  uint8_t norm_bytes;     // bytes per norm: 2 (fp16), or 1 (8-bit code times the page's scale: compact formats)
   std::string_view what;  // one line for `tqserve formats`
 };
 
-inline constexpr std::array<FormatInfo, 10> kFormatTable = {{
-    {KvFormat::kF16, "f16", FormatKind::kFloat16, 16, 0, "IEEE half, not rotated"},
-    {KvFormat::kInt8, "int8", FormatKind::kInt8, 8, 0,
+inline constexpr std::array<FormatInfo, 13> kFormatTable = {{
+    {KvFormat::kF16, "f16", FormatKind::kFloat16, 16, 0, 2, "IEEE half, not rotated"},
+    {KvFormat::kInt8, "int8", FormatKind::kInt8, 8, 0, 2,
      "symmetric int8, one fp32 scale per (head, 128-token page), optional robust clamp"},
-    {KvFormat::kTq2, "tq2", FormatKind::kTqMse, 2, 1, "TurboQuant_mse, 2-bit Lloyd-Max codes + fp16 norm"},
-    {KvFormat::kTq3, "tq3", FormatKind::kTqMse, 3, 1, "TurboQuant_mse, 3-bit Lloyd-Max codes + fp16 norm"},
-    {KvFormat::kTq4, "tq4", FormatKind::kTqMse, 4, 1, "TurboQuant_mse, 4-bit Lloyd-Max codes + fp16 norm"},
-    {KvFormat::kTq8, "tq8", FormatKind::kTqMse, 8, 1, "TurboQuant_mse, 8-bit Lloyd-Max codes + fp16 norm"},
-    {KvFormat::kTq2_5, "tq2.5", FormatKind::kTqOutlier, 2, 2,
+    {KvFormat::kTq2, "tq2", FormatKind::kTqMse, 2, 1, 2, "TurboQuant_mse, 2-bit Lloyd-Max codes + fp16 norm"},
+    {KvFormat::kTq3, "tq3", FormatKind::kTqMse, 3, 1, 2, "TurboQuant_mse, 3-bit Lloyd-Max codes + fp16 norm"},
+    {KvFormat::kTq4, "tq4", FormatKind::kTqMse, 4, 1, 2, "TurboQuant_mse, 4-bit Lloyd-Max codes + fp16 norm"},
+    {KvFormat::kTq8, "tq8", FormatKind::kTqMse, 8, 1, 2, "TurboQuant_mse, 8-bit Lloyd-Max codes + fp16 norm"},
+    {KvFormat::kTq2_5, "tq2.5", FormatKind::kTqOutlier, 2, 2, 2,
      "outlier split: a quarter of the channels at 3 bits, the rest at 2; two fp16 norms"},
-    {KvFormat::kTq3_5, "tq3.5", FormatKind::kTqOutlier, 3, 2,
+    {KvFormat::kTq3_5, "tq3.5", FormatKind::kTqOutlier, 3, 2, 2,
      "outlier split: a quarter of the channels at 4 bits, the rest at 3; two fp16 norms"},
-    {KvFormat::kTq3p, "tq3p", FormatKind::kTqProd, 3, 2,
+    {KvFormat::kTq3p, "tq3p", FormatKind::kTqProd, 3, 2, 2,
      "TurboQuant_prod: 2-bit MSE code + 1-bit QJL sketch + fp16 norm and residual norm"},
-    {KvFormat::kTq4p, "tq4p", FormatKind::kTqProd, 4, 2,
+    {KvFormat::kTq4p, "tq4p", FormatKind::kTqProd, 4, 2, 2,
      "TurboQuant_prod: 3-bit MSE code + 1-bit QJL sketch + fp16 norm and residual norm"},
+    {KvFormat::kTq2c, "tq2c", FormatKind::kTqMse, 2, 1, 1, "tq2 with 8-bit norms (one fp32 scale per page)"},
+    {KvFormat::kTq3c, "tq3c", FormatKind::kTqMse, 3, 1, 1, "tq3 with 8-bit norms (one fp32 scale per page)"},
+    {KvFormat::kTq4c, "tq4c", FormatKind::kTqMse, 4, 1, 1, "tq4 with 8-bit norms (one fp32 scale per page)"},
 }};
 
 // Tokens per page (one page = one (sequence, layer, KV head) x up to this many consecutive tokens).
@@ -94,9 +101,15 @@ int OutlierChannels(KvFormat format, int head_dim);
 
 // Code bits per vector, norms and scales excluded.
 int CodeBitsPerVector(KvFormat format, int head_dim);
-// Bytes per vector including its norms and its share of the per-page scale (int8); fractional for int8.
+// Bytes per vector including its norms and its share of the per-page scale (int8, compact formats); fractional
+// for those.
 double BytesPerVector(KvFormat format, int head_dim);
 // Bits per value including norms and scales: 8 * BytesPerVector / head_dim.
 double BitsPerValue(KvFormat format, int head_dim);
+// Bits per value of a whole page, every byte counted (the 64-byte header too): 8 * PageBytes / (kPageTokens *
+// head_dim). Precondition: CheckSupported(format, head_dim) is OK.
+double PageBitsPerValue(KvFormat format, int head_dim);
+// True for the formats whose norms are 8-bit codes scaled by the page header's `scale` (the compact rows).
+inline bool HasPageScale(KvFormat format) { return GetFormatInfo(format).norm_bytes == 1; }
 
 }  // namespace tq::kernels

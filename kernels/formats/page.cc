@@ -8,6 +8,8 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/formats/fp16.h"
+
 namespace tq::kernels {
 
 namespace {
@@ -25,7 +27,8 @@ void AddSegment(CodeLayout& layout, int first, int dims, int bits, int norm_slot
 // group holds 16 tokens x dims x bits / 8 bytes, and the segments' bits sum to CodeBitsPerVector.
 size_t PageBytesOf(KvFormat format, int head_dim) {
   const size_t group_bytes = static_cast<size_t>(2) * CodeBitsPerVector(format, head_dim);
-  return kPageHeaderBytes + static_cast<size_t>(2) * kPageTokens * GetFormatInfo(format).norms +
+  const FormatInfo& info = GetFormatInfo(format);
+  return kPageHeaderBytes + static_cast<size_t>(info.norm_bytes) * kPageTokens * info.norms +
          group_bytes * (kPageTokens / kGroupTokens);
 }
 
@@ -37,6 +40,7 @@ CodeLayout MakeCodeLayout(KvFormat format, int head_dim) {
   layout.format = format;
   layout.head_dim = head_dim;
   layout.norms = info.norms;
+  layout.norm_bytes = info.norm_bytes;
   switch (info.kind) {
     case FormatKind::kFloat16:
       AddSegment(layout, 0, head_dim, 16, -1, CodeDomain::kPlain);
@@ -59,7 +63,7 @@ CodeLayout MakeCodeLayout(KvFormat format, int head_dim) {
       break;
   }
   layout.norms_offset = kPageHeaderBytes;
-  layout.codes_offset = kPageHeaderBytes + static_cast<size_t>(2) * kPageTokens * layout.norms;
+  layout.codes_offset = kPageHeaderBytes + static_cast<size_t>(layout.norm_bytes) * kPageTokens * layout.norms;
   layout.page_bytes = layout.codes_offset + layout.group_bytes * (kPageTokens / kGroupTokens);
   assert(layout.page_bytes == PageBytesOf(format, head_dim));
   return layout;
@@ -68,6 +72,28 @@ CodeLayout MakeCodeLayout(KvFormat format, int head_dim) {
 StatusOr<size_t> PageBytes(KvFormat format, int head_dim) {
   TQ_RETURN_IF_ERROR(CheckSupported(format, head_dim));
   return PageBytesOf(format, head_dim);
+}
+
+float QuantizeNorms8(const float* norms, int n, uint8_t* codes) {
+  // Non-finite norms (from non-finite input) take no part in the scale and code as 255 (+inf) or 0 (NaN).
+  float max_norm = 0.0f;
+  for (int t = 0; t < n; ++t) {
+    if (std::isfinite(norms[t])) max_norm = std::max(max_norm, norms[t]);
+  }
+  const float scale = max_norm / 255.0f;
+  for (int t = 0; t < n; ++t) {
+    const float r = scale > 0.0f ? norms[t] / scale : 0.0f;
+    codes[t] = r >= 255.0f ? 255 : r > 0.0f ? static_cast<uint8_t>(std::lround(r)) : 0;
+  }
+  return scale;
+}
+
+float ReadNorm(const uint8_t* page, const CodeLayout& layout, int slot, int token, float scale) {
+  const uint8_t* norms = page + layout.norms_offset + static_cast<size_t>(layout.norm_bytes) * slot * kPageTokens;
+  if (layout.norm_bytes == 1) return norms[token] * scale;
+  uint16_t half;
+  std::memcpy(&half, norms + 2 * static_cast<size_t>(token), sizeof(half));
+  return HalfToFloat(half);
 }
 
 uint32_t HeaderChecksum(const PageHeader& header) {
@@ -126,8 +152,8 @@ StatusOr<PageHeader> ReadPageHeader(std::span<const uint8_t> page) {
   if ((header.flags & ~kPageFlagRobustClamp) != 0 || (header.flags != 0 && kind != FormatKind::kInt8)) {
     return DataLossError("page header: unknown flags");
   }
-  if (kind == FormatKind::kInt8) {
-    if (!std::isfinite(header.scale) || header.scale < 0.0f) return DataLossError("page header: bad int8 scale");
+  if (kind == FormatKind::kInt8 || HasPageScale(*format)) {
+    if (!std::isfinite(header.scale) || header.scale < 0.0f) return DataLossError("page header: bad page scale");
   } else if (header.scale != 0.0f) {
     return DataLossError("page header: scale set for a format without one");
   }

@@ -1,7 +1,8 @@
 // The byte layout of one KV page: one (sequence, layer, KV head) x up to kPageTokens tokens of one format.
 //
 //   [0, 64)                 PageHeader (little-endian)
-//   [64, 64 + 256 * norms)  fp16 norms, slot-major: norms[slot][kPageTokens]
+//   [64, 64 + 128 * norm_bytes * norms)  norms, slot-major: norms[slot][kPageTokens]; fp16, or for the compact
+//                           formats 8-bit codes c with norm = c * header.scale
 //   then kPageTokens / kGroupTokens code groups of GroupBytes() each
 //
 // Inside a code group (16 tokens) codes are dimension-major, in rows of 16 bytes where byte t belongs to token t
@@ -38,7 +39,8 @@ struct PageHeader {
   uint8_t flags = 0;        // kPageFlag*
   uint16_t head_dim = 0;
   uint16_t num_tokens = 0;  // valid tokens, <= kPageTokens
-  float scale = 0.0f;       // int8: dequantization scale (value = code * scale); 0 otherwise
+  float scale = 0.0f;       // int8: dequantization scale (value = code * scale); compact formats: norm = code *
+                            // scale; 0 otherwise
   uint64_t seed = 0;        // rotation and projection seed (tq formats)
   uint32_t checksum = 0;    // HeaderChecksum() of the 64 header bytes with this field zero
   uint32_t reserved = 0;    // zero
@@ -58,7 +60,7 @@ struct CodeSegment {
   int first = 0;          // first coordinate in its domain
   int dims = 0;           // coordinates, a multiple of 8
   int bits = 0;           // 1, 2, 3, 4, 8, or 16 (f16)
-  int norm_slot = -1;     // per-token fp16 norm that scales this segment; -1: none (f16) or the page scale (int8)
+  int norm_slot = -1;     // per-token norm that scales this segment; -1: none (f16) or the page scale (int8)
   CodeDomain domain = CodeDomain::kPlain;
   size_t group_offset = 0;  // byte offset of this segment's rows inside a code group
 };
@@ -67,7 +69,8 @@ struct CodeSegment {
 struct CodeLayout {
   KvFormat format = KvFormat::kF16;
   int head_dim = 0;
-  int norms = 0;                      // fp16 norm slots per token
+  int norms = 0;                      // norm slots per token
+  int norm_bytes = 2;                 // bytes per norm: 2 (fp16) or 1 (8-bit code times the header's scale)
   std::vector<CodeSegment> segments;  // in group order
   size_t group_bytes = 0;             // bytes of one 16-token code group
   size_t norms_offset = kPageHeaderBytes;
@@ -78,6 +81,14 @@ struct CodeLayout {
 // Precondition: CheckSupported(format, head_dim) is OK.
 CodeLayout MakeCodeLayout(KvFormat format, int head_dim);
 StatusOr<size_t> PageBytes(KvFormat format, int head_dim);
+
+// Compact formats: the 8-bit norm codes of one slot, [kPageTokens]: code = round(norm / scale) with scale =
+// max(norms) / 255 over the first n tokens (0 when all are 0). Returns the scale. The one rounding rule of every
+// encoder (reference, SIMD, CUDA), so their pages agree byte for byte.
+float QuantizeNorms8(const float* norms, int n, uint8_t* codes);
+
+// The norm of `token` in norm slot `slot`: fp16, or code * scale (scale = the header's) for compact formats.
+float ReadNorm(const uint8_t* page, const CodeLayout& layout, int slot, int token, float scale);
 
 uint32_t HeaderChecksum(const PageHeader& header);
 // Writes a header (checksum filled in) for an empty page of `page.size()` bytes and zeroes the rest.

@@ -152,8 +152,12 @@ std::vector<int> Lengths(int tokens) {
   return lengths;
 }
 
-const KvFormat kAll[] = {KvFormat::kF16,  KvFormat::kInt8,  KvFormat::kTq2,  KvFormat::kTq3, KvFormat::kTq4,
-                         KvFormat::kTq8,  KvFormat::kTq2_5, KvFormat::kTq3_5, KvFormat::kTq3p, KvFormat::kTq4p};
+// Every row of the format table, so a new format is covered without editing the tests.
+const std::vector<KvFormat> kAll = [] {
+  std::vector<KvFormat> all;
+  for (const FormatInfo& info : kFormatTable) all.push_back(info.format);
+  return all;
+}();
 
 TEST(AttentionReference, MatchesFloatAttentionOverDecodedVectors) {
   for (KvFormat f : kAll) {
@@ -346,10 +350,11 @@ TEST_P(AttentionSimd, MixedPartialPagesPrefillAndSkipping) {
   const int d = 64;
   std::vector<std::pair<KvFormat, KvFormat>> formats = {
       {KvFormat::kF16, KvFormat::kTq4},  {KvFormat::kTq4, KvFormat::kTq3},   {KvFormat::kTq3, KvFormat::kInt8},
-      {KvFormat::kInt8, KvFormat::kF16}, {KvFormat::kTq2_5, KvFormat::kTq3p}, {KvFormat::kTq4p, KvFormat::kTq8}};
-  std::vector<int> lengths = {128, 77, 128, 5, 128, 33};
+      {KvFormat::kInt8, KvFormat::kF16}, {KvFormat::kTq2_5, KvFormat::kTq3p}, {KvFormat::kTq4p, KvFormat::kTq8},
+      {KvFormat::kTq3c, KvFormat::kTq2c}, {KvFormat::kTq4c, KvFormat::kTq3}};
+  std::vector<int> lengths = {128, 77, 128, 5, 128, 128, 128, 33};
   TestCache cache(d, formats, lengths, 21, /*key_scale=*/4.0f);
-  const int rows = 6, group = 3, first = 400;
+  const int rows = 6, group = 3, first = 700;
   const std::vector<float> q = Queries(rows * group, d, 4);
   std::vector<float> want(q.size()), got(q.size());
   AttentionStats sw, sg;

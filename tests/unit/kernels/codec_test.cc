@@ -57,6 +57,54 @@ TEST(Codec, MseAtD128MatchesThePaper) {
   }
 }
 
+// Compact formats code the norms in 8 bits against the page's largest: the MSE stays within 2% of the fp16-norm
+// row's, and every decoded norm is within half a step (scale / 2) of it.
+TEST(Codec, CompactNormsCostAlmostNothing) {
+  const std::pair<KvFormat, KvFormat> pairs[] = {
+      {KvFormat::kTq2c, KvFormat::kTq2}, {KvFormat::kTq3c, KvFormat::kTq3}, {KvFormat::kTq4c, KvFormat::kTq4}};
+  for (const auto& [compact, full] : pairs) {
+    for (int d : {64, 256}) {
+      auto c = KvCodec::Create(compact, d);
+      auto f = KvCodec::Create(full, d);
+      ASSERT_TRUE(c.ok() && f.ok());
+      const double mse_c = MeasureMse(**c, 20, 7), mse_f = MeasureMse(**f, 20, 7);
+      EXPECT_LT(mse_c, 1.02 * mse_f) << FormatName(compact) << " d=" << d;
+      EXPECT_GT(mse_c, 0.98 * mse_f) << FormatName(compact) << " d=" << d;
+      EXPECT_LT(BitsPerValue(compact, d), BitsPerValue(full, d));
+    }
+  }
+  // Norms spread over a 100x range in one page: each stored norm is within half a step (scale / 2) of the
+  // fp16-norm row's (and of fp16's own rounding, 2^-11 relative), and the decoded vectors follow.
+  const int d = 64;
+  auto codec = KvCodec::Create(KvFormat::kTq3c, d);
+  auto full = KvCodec::Create(KvFormat::kTq3, d);
+  ASSERT_TRUE(codec.ok() && full.ok());
+  std::vector<float> x(static_cast<size_t>(kPageTokens) * d), y(x.size()), z(x.size());
+  Rng rng(3);
+  for (int t = 0; t < kPageTokens; ++t) {
+    const float len = 0.05f + 5.0f * t / kPageTokens;
+    for (int i = 0; i < d; ++i) x[static_cast<size_t>(t) * d + i] = len * static_cast<float>(rng.Gaussian()) / 8.0f;
+  }
+  std::vector<uint8_t> page(*PageBytes(KvFormat::kTq3c, d)), full_page(*PageBytes(KvFormat::kTq3, d));
+  ASSERT_TRUE((*codec)->EncodePage(x.data(), kPageTokens, page).ok());
+  ASSERT_TRUE((*full)->EncodePage(x.data(), kPageTokens, full_page).ok());
+  ASSERT_TRUE((*codec)->DecodePage(page, y.data()).ok());
+  ASSERT_TRUE((*full)->DecodePage(full_page, z.data()).ok());
+  const float scale = ReadPageHeader(page)->scale;
+  EXPECT_GT(scale, 0.0f);
+  const CodeLayout& lc = (*codec)->layout();
+  const CodeLayout& lf = (*full)->layout();
+  for (int t = 0; t < kPageTokens; ++t) {
+    const float nc = ReadNorm(page.data(), lc, 0, t, scale), nf = ReadNorm(full_page.data(), lf, 0, t, 0.0f);
+    EXPECT_NEAR(nc, nf, 0.5f * scale + nf * 1e-3f) << "token " << t;
+    // Same codes, so the decoded vectors differ only by the ratio of the norms.
+    for (int i = 0; i < d; ++i) {
+      const size_t k = static_cast<size_t>(t) * d + i;
+      EXPECT_NEAR(y[k], z[k] * (nc / nf), 1e-5f + 1e-5f * std::fabs(y[k])) << "token " << t << " i " << i;
+    }
+  }
+}
+
 TEST(Codec, NonPowerOfTwoRotationKeepsTheMse) {
   // Block-diagonal two-round Hadamard at 96 and 80 must code as well as the theory for a uniform rotation.
   for (int d : {48, 80, 96}) {

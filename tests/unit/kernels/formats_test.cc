@@ -62,6 +62,14 @@ TEST(FormatTable, BitsPerValueIncludeNormsAndScales) {
   EXPECT_DOUBLE_EQ(BytesPerVector(KvFormat::kTq2_5, 128), (32 * 3 + 96 * 2) / 8.0 + 4);
   // tq3p: 2-bit MSE + 1-bit sketch + two norms.
   EXPECT_DOUBLE_EQ(BytesPerVector(KvFormat::kTq3p, 64), 64 * 3 / 8.0 + 4);
+  // Compact rows: one byte per norm and the page's fp32 scale.
+  EXPECT_DOUBLE_EQ(BytesPerVector(KvFormat::kTq3c, 64), 24.0 + 1 + 4.0 / 128);
+  EXPECT_DOUBLE_EQ(PageBytes(KvFormat::kTq3c, 64).value(), 64 + 128 + 128 * 24);
+  // Whole pages, header included: tq3 at d 64 is 3.3125 bits, tq3c 3.1875, tq2c 2.1875.
+  EXPECT_DOUBLE_EQ(PageBitsPerValue(KvFormat::kTq3, 64), 3.3125);
+  EXPECT_DOUBLE_EQ(PageBitsPerValue(KvFormat::kTq3c, 64), 3.1875);
+  EXPECT_DOUBLE_EQ(PageBitsPerValue(KvFormat::kTq2c, 64), 2.1875);
+  EXPECT_DOUBLE_EQ(PageBitsPerValue(KvFormat::kF16, 64), 16.0625);
 }
 
 TEST(FormatTable, UnsupportedHeadDimIsAStatus) {
