@@ -73,6 +73,7 @@ struct KvConfig {
   std::string hot_format = "f16";
   std::string active_format = "auto";  // auto = the preset's own (engine/kv/precision.h)
   std::string sparse_format = "auto";
+  std::string key_scale = "queries";   // queries | keys: what the channel scale of compressed keys weighs
   // Tiers (engine/kv/page_store.h): budgets in bytes; the cold tier exists when cold_dir is set.
   int64_t hot_bytes = int64_t{2} << 30;
   int64_t warm_bytes = int64_t{2} << 30;

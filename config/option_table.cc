@@ -172,6 +172,10 @@ std::vector<Option> BuildOptionTable(Config* c) {
       "chat 20:65:15, auto (P90/P40), HOT:ACTIVE:SPARSE, uniform:FMT (uniform:f16 = uncompressed); "
       "empty = kv.k_format/kv.v_format everywhere",
       StringField(&c->kv.preset, "default"));
+  Add(&t, "kv.key_scale", "kv-key-scale",
+      "Channel scale of compressed keys: queries (weighs where the model's queries look; docs/kv.md) or keys "
+      "(the keys alone, the rule before issue 38)",
+      EnumField(&c->kv.key_scale, "queries", {"queries", "keys"}));
   Add(&t, "kv.profile", "kv-profile", "Head-importance profile JSON (`tqserve calibrate`) for the ranked presets",
       StringField(&c->kv.profile, ""));
   Add(&t, "kv.hot_format", "kv-hot", "Format of HOT heads: FMT or KFMT/VFMT", StringField(&c->kv.hot_format, "f16"));

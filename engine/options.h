@@ -28,6 +28,9 @@ struct KvSpec {
   std::string hot_format = "f16";
   std::string active_format = "auto";
   std::string sparse_format = "auto";
+  // What the channel scale of compressed keys weighs (SequenceKv::FixTransform): "queries" (the queries Append is
+  // given, where there are any) or "keys" (the keys alone).
+  std::string key_scale = "queries";
 };
 
 // Tiers of the KV page store (engine/kv/page_store.h).

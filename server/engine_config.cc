@@ -70,6 +70,7 @@ StatusOr<engine::EngineOptions> ToEngineOptions(const config::Config& cfg, std::
   eo.kv.hot_format = cfg.kv.hot_format;
   eo.kv.active_format = cfg.kv.active_format;
   eo.kv.sparse_format = cfg.kv.sparse_format;
+  eo.kv.key_scale = cfg.kv.key_scale;
   eo.kv_store.hot_bytes = static_cast<uint64_t>(cfg.kv.hot_bytes);
   eo.kv_store.warm_bytes = static_cast<uint64_t>(cfg.kv.warm_bytes);
   eo.kv_store.warm_lock = cfg.kv.warm_lock;

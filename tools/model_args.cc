@@ -22,7 +22,7 @@ bool KvSpecOrStoreRow(std::string_view name) {
       "kv.k_format",  "kv.v_format",   "kv.boundary_layers", "kv.preset",         "kv.profile",
       "kv.hot_format", "kv.active_format", "kv.sparse_format", "kv.hot_bytes",     "kv.warm_bytes",
       "kv.warm_lock", "kv.cold_dir",   "kv.cold_bytes",      "kv.cold_cache_bytes", "kv.io_backend",
-      "kv.io_depth",  "kv.direct_io"};
+      "kv.io_depth",  "kv.direct_io",  "kv.key_scale"};
   for (const char* row : kRows) {
     if (name == row) return true;
   }

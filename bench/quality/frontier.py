@@ -11,8 +11,9 @@ evaluation text's figures; the calibration text's are there to show nothing was 
   bench/quality/frontier.py [--tqserve build/tqserve] [--threads 2] [--configs tq3c/tq2c,tq3/tq2,...]
       [--models smollm2,gemma3] [--ctx 512:8,4096:2] [--niah] [--quick] [--json]
 
-A configuration is K/V formats ("tq3c/tq2c"), one format for both ("tq4"), or "preset:ARGS" (a --kv-preset value
-and more KV flags, e.g. "preset:default"). --quick: 2 chunks at 512, 1 at 4096, needles at 4096 only, 1 per
+A configuration is K/V formats ("tq3c/tq2c"), one format for both ("tq4"), or "preset:NAME" (a --kv-preset
+value), then optionally more KV flags after spaces ("tq3/tq2 --kv-key-scale keys", "preset:default --kv-sparse
+tq3c/tq2c"). --quick: 2 chunks at 512, 1 at 4096, needles at 4096 only, 1 per
 depth (a smoke run, not the table).
 """
 import argparse
@@ -31,10 +32,11 @@ CONFIGS = ["f16", "tq4", "tq3", "tq4/tq2", "tq3/tq2", "tq3c/tq2c", "tq4c/tq2c", 
 
 
 def config_flags(config):
-    if config.startswith("preset:"):
-        return ["--kv-preset", *config[len("preset:"):].split()]
-    k, _, v = config.partition("/")
-    return ["--kv-k", k, "--kv-v", v or k]
+    first, *more = config.split()
+    if first.startswith("preset:"):
+        return ["--kv-preset", first[len("preset:"):], *more]
+    k, _, v = first.partition("/")
+    return ["--kv-k", k, "--kv-v", v or k, *more]
 
 
 def run_json(cmd):

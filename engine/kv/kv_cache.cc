@@ -45,6 +45,9 @@ StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, co
   layout->head_dim_ = hp.head_dim;
   layout->spec_ = spec;
   const int d = hp.head_dim, L = hp.n_layers, H = hp.n_kv_heads;
+  if (spec.key_scale != "queries" && spec.key_scale != "keys") {
+    return InvalidArgumentError("key scale '" + spec.key_scale + "': expected queries or keys");
+  }
   if (spec.boundary_layers < -1 || 2 * spec.boundary_layers > L) {
     return InvalidArgumentError("boundary layers " + std::to_string(spec.boundary_layers) + " must be in [0, " +
                                 std::to_string(L / 2) + "] (or -1: the preset's own)");
@@ -524,13 +527,34 @@ void SequenceKv::FixTransform(int layer, const HeadKvFormat& f, HeadPages& h, fl
     if (h.q_rows > 0) {
       // log s_i = (log K_i - log Q_i) / 4, centred (a common factor changes nothing); Q_i floored at 1e-6 of
       // the mean so that a channel no query reads cannot take an unbounded scale.
+      // RoPE turns each pair of channels (a, b) with the position, by an angle w per position, which moves energy
+      // between a and b: over positions [0, H) a channel's energy tends to the pair's mean m as
+      // e -> m + rho (e - m), rho = sinc(2 w H) (clamped to [0, 1]). H = the sequence's context: the slowly
+      // turning pairs keep the first page's split, the fast ones take the mean.
+      std::vector<double> k_energy(d), q_energy(d);
+      for (int i = 0; i < d; ++i) {
+        k_energy[i] = rms[i] * rms[i];
+        q_energy[i] = h.q_energy[i] / static_cast<double>(h.q_rows);
+      }
+      const KeyRope& rope = layout_->layer(layer).rope;
+      for (int p = 0; p < rope.n_rot / 2; ++p) {
+        const int a = rope.style == RopeStyle::kAdjacent ? 2 * p : p;
+        const int b = rope.style == RopeStyle::kAdjacent ? 2 * p + 1 : p + rope.n_rot / 2;
+        const double w = std::pow(static_cast<double>(rope.base), -2.0 * p / rope.n_rot);
+        const double x = 2.0 * w * n_ctx_;
+        const double rho = std::clamp(std::sin(x) / x, 0.0, 1.0);
+        for (std::vector<double>* e : {&k_energy, &q_energy}) {
+          const double m = 0.5 * ((*e)[a] + (*e)[b]);
+          (*e)[a] = m + rho * ((*e)[a] - m);
+          (*e)[b] = m + rho * ((*e)[b] - m);
+        }
+      }
       double q_mean = 0;
-      for (int i = 0; i < d; ++i) q_mean += h.q_energy[i] / (static_cast<double>(h.q_rows) * d);
+      for (int i = 0; i < d; ++i) q_mean += q_energy[i] / d;
       std::vector<double> log_s(d);
       double centre = 0;
       for (int i = 0; i < d; ++i) {
-        const double qi = std::max(h.q_energy[i] / static_cast<double>(h.q_rows), 1e-6 * q_mean + 1e-30);
-        log_s[i] = 0.25 * (2.0 * std::log(rms[i]) - std::log(qi));
+        log_s[i] = 0.25 * (std::log(k_energy[i]) - std::log(std::max(q_energy[i], 1e-6 * q_mean + 1e-30)));
         centre += log_s[i] / d;
       }
       for (int i = 0; i < d; ++i) x.k_scale[i] = static_cast<float>(std::exp(log_s[i] - centre));
@@ -693,7 +717,8 @@ Status SequenceKv::Append(int layer, int pos, const float* k, const float* v, co
   }
   const kernels::KvCodec& f16 = layout_->codec(KvFormat::kF16);
   const kernels::CodeLayout& cl = f16.layout();
-  const int q_group = q != nullptr && q_heads >= n_kv_heads_ ? q_heads / n_kv_heads_ : 0;
+  const bool by_queries = q != nullptr && q_heads >= n_kv_heads_ && layout_->spec().key_scale == "queries";
+  const int q_group = by_queries ? q_heads / n_kv_heads_ : 0;
   for (int h = 0; h < n_kv_heads_; ++h) {
     HeadPages& hp = pages_[layer][h];
     const int t = hp.tail_tokens;

@@ -68,6 +68,7 @@ class KvLayout {
   std::array<double, 3> class_bytes_per_token() const;
   int n_kv_heads() const { return n_kv_heads_; }
   int head_dim() const { return head_dim_; }
+  const KvSpec& spec() const { return spec_; }  // as created (boundary_layers resolved)
   // Bits per value averaged over layers and K/V, norms and scales included (f32 = 32).
   double bits_per_value() const;
   // The same counting whole pages, every byte (PageBitsPerValue: the page header too).

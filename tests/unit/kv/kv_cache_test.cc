@@ -128,10 +128,15 @@ TEST(SequenceKvTest, QueryAwareKeyScaleLowersTheError) {
     for (int j = 0; j < count; ++j) q[j] = (j % hp.head_dim) % 8 == 0 ? 3.0f * g(rng) : 0.1f * g(rng);
   };
   auto layout = KvLayout::Create(hp, {"tq3", "f16", 0});
-  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  KvSpec keys_spec{"tq3", "f16", 0};
+  keys_spec.key_scale = "keys";
+  auto keys_layout = KvLayout::Create(hp, keys_spec);
+  ASSERT_TRUE(layout.ok() && keys_layout.ok()) << layout.status().ToString();
   auto store = KvPageStore::Open({}, (*layout)->class_page_bytes());
   ASSERT_TRUE(store.ok());
+  // kv.key_scale = keys: the queries Append is given are not used.
   SequenceKv aware(*layout, n, store->get()), plain(*layout, n, store->get()), exact(hp, n);
+  SequenceKv keys_only(*keys_layout, n, store->get());
   std::vector<float> k(row), v(row), q(q_row);
   for (int pos = 0; pos < n; ++pos) {
     for (float& x : k) x = g(rng);
@@ -140,6 +145,7 @@ TEST(SequenceKvTest, QueryAwareKeyScaleLowersTheError) {
     for (int l = 0; l < hp.n_layers; ++l) {
       ASSERT_TRUE(aware.Append(l, pos, k.data(), v.data(), q.data(), hp.n_heads).ok());
       ASSERT_TRUE(plain.Append(l, pos, k.data(), v.data()).ok());
+      ASSERT_TRUE(keys_only.Append(l, pos, k.data(), v.data(), q.data(), hp.n_heads).ok());
       ASSERT_TRUE(exact.Append(l, pos, k.data(), v.data()).ok());
     }
   }
@@ -148,6 +154,10 @@ TEST(SequenceKvTest, QueryAwareKeyScaleLowersTheError) {
   const double e_aware = AttentionError(aware, exact, hp, queries, rows, group, n - rows);
   const double e_plain = AttentionError(plain, exact, hp, queries, rows, group, n - rows);
   EXPECT_LT(e_aware, 0.7 * e_plain) << "aware " << e_aware << " keys-only " << e_plain;
+  EXPECT_DOUBLE_EQ(AttentionError(keys_only, exact, hp, queries, rows, group, n - rows), e_plain);
+  KvSpec bad{"tq3", "f16", 0};
+  bad.key_scale = "values";
+  EXPECT_EQ(KvLayout::Create(hp, bad).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(KeyOffsetsTest, PreRopeMeanUndoesRopeAndRotatedMeanAveragesIt) {
