@@ -100,8 +100,9 @@ def main():
             for length in lengths:
                 row["niah"][length] = niah(a, models.get("smollm2", next(iter(models.values()))), config, length)
         rows.append(row)
-        print(f"done {config}: " + " ".join(f"{k} {c['kld']:.4f}" for k, c in row["cells"].items()) +
-              " " + " ".join(f"niah@{n} {r['found']}/{r['trials']}" for n, r in row["niah"].items()), file=sys.stderr)
+        print(f"done {config}: " + " ".join(f"{k} {c['kld']:.4f} {c['dppl']:+.2f}%" for k, c in row["cells"].items())
+              + " " + " ".join(f"niah@{n} {r['found']}/{r['trials']}" for n, r in row["niah"].items()),
+              file=sys.stderr)
     if a.json:
         print(json.dumps({"quick": a.quick, "rows": rows}, indent=1))
         return 0
