@@ -66,18 +66,24 @@ def test_abort_and_events_are_per_key(d, grpc_pb):
                             sampling=m.SamplingParams(max_tokens=3000, ignore_eos=True))
     finals = []
     since = [stub.GetServerInfo(m.GetServerInfoRequest(), metadata=md(ROOT_KEY))]
-    streaming = threading.Event()  # the prompt is in the KV cache (its pages made events) once tokens stream
+    # An earlier test cached this prompt's full pages for alice, so its prefill may store no page: the request's
+    # own pages (and their events) come from what it generates. 200 tokens fill at least one new page; on a busy
+    # host the abort below could otherwise land before the first.
+    streaming = threading.Event()
+    generated = [0]
 
     def run():
         for resp in stub.Generate(req, timeout=120, metadata=md(ALICE)):
             if resp.HasField("chunk"):
-                streaming.set()
+                generated[0] += len(resp.chunk.token_ids)
+                if generated[0] >= 200:
+                    streaming.set()
             if resp.HasField("final"):
                 finals.append(resp.final)
 
     t = threading.Thread(target=run)
     t.start()
-    assert streaming.wait(60)  # a slow (sanitizer) build may take seconds to prefill
+    assert streaming.wait(scaled(60))  # a slow (sanitizer) build may take seconds to prefill
     assert not stub.Abort(m.AbortRequest(request_id="alice-long"), metadata=md(BOB)).found
     time.sleep(0.3)
     assert t.is_alive()  # bob's abort did nothing
