@@ -71,6 +71,23 @@ def gguf_string(s):
     return struct.pack("<Q", len(b)) + b
 
 
+def read_metadata(r, n_kv):
+    """The n_kv metadata entries at r: ([key, type, raw value bytes] in file order, {key: scalar or string})."""
+    kvs, meta = [], {}
+    for _ in range(n_kv):
+        key = r.string()
+        vtype = r.unpack("<I")
+        start = r.pos
+        r.skip_value(vtype)
+        raw = r.data[start:r.pos]
+        if vtype in SCALARS:
+            meta[key] = struct.unpack(SCALARS[vtype], raw)[0]
+        elif vtype == 8:
+            meta[key] = raw[8:].decode("utf-8")
+        kvs.append([key, vtype, raw])
+    return kvs, meta
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("src")
@@ -91,20 +108,8 @@ def main():
         raise ValueError(f"GGUF version {version} (2 or 3 expected)")
     n_tensors, n_kv = r.unpack("<Q"), r.unpack("<Q")
 
-    kvs, meta, alignment = [], {}, 32
-    for _ in range(n_kv):
-        key = r.string()
-        vtype = r.unpack("<I")
-        start = r.pos
-        r.skip_value(vtype)
-        raw = r.data[start:r.pos]
-        if vtype in SCALARS:
-            meta[key] = struct.unpack(SCALARS[vtype], raw)[0]
-        elif vtype == 8:
-            meta[key] = raw[8:].decode("utf-8")
-        if key == "general.alignment":
-            alignment = meta[key]
-        kvs.append([key, vtype, raw])
+    kvs, meta = read_metadata(r, n_kv)
+    alignment = meta.get("general.alignment", 32)
     if meta.get("general.architecture") != "llama":
         raise ValueError(f"architecture {meta.get('general.architecture')!r} (llama expected)")
 

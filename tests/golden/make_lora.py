@@ -19,7 +19,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_arch_variant import SCALARS, Reader, gguf_string  # noqa: E402
+from make_arch_variant import Reader, gguf_string, read_metadata  # noqa: E402
 
 F32, F16 = 0, 1
 
@@ -32,17 +32,7 @@ def read_base(path):
         raise ValueError("not a GGUF file")
     r.unpack("<I")
     n_tensors, n_kv = r.unpack("<Q"), r.unpack("<Q")
-    meta = {}
-    for _ in range(n_kv):
-        key = r.string()
-        vtype = r.unpack("<I")
-        start = r.pos
-        r.skip_value(vtype)
-        raw = r.data[start:r.pos]
-        if vtype in SCALARS:
-            meta[key] = struct.unpack(SCALARS[vtype], raw)[0]
-        elif vtype == 8:
-            meta[key] = raw[8:].decode("utf-8")
+    _, meta = read_metadata(r, n_kv)
     dims = {}
     for _ in range(n_tensors):
         name = r.string()
