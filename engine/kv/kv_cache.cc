@@ -525,8 +525,6 @@ void SequenceKv::FixTransform(int layer, const HeadKvFormat& f, HeadPages& h, fl
     for (double r : rms) mean += r / d;
     x.k_scale.resize(d);
     if (h.q_rows > 0) {
-      // log s_i = (log K_i - log Q_i) / 4, centred (a common factor changes nothing); Q_i floored at 1e-6 of
-      // the mean so that a channel no query reads cannot take an unbounded scale.
       // RoPE turns each pair of channels (a, b) with the position, by an angle w per position, which moves energy
       // between a and b: over positions [0, H) a channel's energy tends to the pair's mean m as
       // e -> m + rho (e - m), rho = sinc(2 w H) (clamped to [0, 1]). H = the sequence's context: the slowly
@@ -541,14 +539,16 @@ void SequenceKv::FixTransform(int layer, const HeadKvFormat& f, HeadPages& h, fl
         const int a = rope.style == RopeStyle::kAdjacent ? 2 * p : p;
         const int b = rope.style == RopeStyle::kAdjacent ? 2 * p + 1 : p + rope.n_rot / 2;
         const double w = std::pow(static_cast<double>(rope.base), -2.0 * p / rope.n_rot);
-        const double x = 2.0 * w * n_ctx_;
-        const double rho = std::clamp(std::sin(x) / x, 0.0, 1.0);
+        const double angle = 2.0 * w * n_ctx_;
+        const double rho = std::clamp(std::sin(angle) / angle, 0.0, 1.0);
         for (std::vector<double>* e : {&k_energy, &q_energy}) {
           const double m = 0.5 * ((*e)[a] + (*e)[b]);
           (*e)[a] = m + rho * ((*e)[a] - m);
           (*e)[b] = m + rho * ((*e)[b] - m);
         }
       }
+      // log s_i = (log K_i - log Q_i) / 4, centred (a common factor changes nothing); Q_i floored at 1e-6 of
+      // the mean so that a channel no query reads cannot take an unbounded scale.
       double q_mean = 0;
       for (int i = 0; i < d; ++i) q_mean += q_energy[i] / d;
       std::vector<double> log_s(d);
