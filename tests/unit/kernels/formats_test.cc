@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -242,6 +243,13 @@ TEST(PageHeader, SealedButInvalidFieldsAreRefused) {
   h = good;
   h.format = static_cast<uint8_t>(KvFormat::kInt8);
   h.scale = -1.0f;
+  check(h, StatusCode::kDataLoss);
+  // Compact rows keep their norms' scale in the header: negative or non-finite is corrupt.
+  h = good;
+  h.format = static_cast<uint8_t>(KvFormat::kTq3c);
+  h.scale = -1.0f;
+  check(h, StatusCode::kDataLoss);
+  h.scale = std::numeric_limits<float>::infinity();
   check(h, StatusCode::kDataLoss);
 }
 
