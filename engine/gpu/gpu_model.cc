@@ -297,7 +297,8 @@ Status GpuModel::EncodePairs(const float* x_k, const float* x_v, int n_tokens, s
   uint8_t* const* dev = ptrs_.as<uint8_t*>();
   const int64_t stride = int64_t{kPage} * hp_.head_dim;
   TQ_RETURN_IF_ERROR(EncodePages(codecs_, k_index_, x_k, stride, n_tokens, dev, n, nullptr, stream_.get()));
-  TQ_RETURN_IF_ERROR(EncodePages(codecs_, v_index_, x_v, stride, n_tokens, dev + n, n, nullptr, stream_.get()));
+  TQ_RETURN_IF_ERROR(EncodePages(codecs_, v_index_, x_v, stride, n_tokens, dev + n, n, nullptr, stream_.get(),
+                                 kernels::NormRule::kInnerProduct));
   return Status::Ok();
 }
 

@@ -57,7 +57,7 @@ Status SequenceKv::Demote(int layer, int kv_head) {
       if (sink) {
         for (int i = 0; i < d; ++i) x[i] += new_sink[kv][i] / (key_scale ? (*key_scale)[i] : 1.0f);
       }
-      TQ_RETURN_IF_ERROR(layout_->codec(new_fmt[kv]).EncodePage(x.data(), kPage, dest));
+      TQ_RETURN_IF_ERROR(layout_->codec(new_fmt[kv]).EncodePage(x.data(), kPage, dest, PageNormRule(kv)));
       if (sink) {
         TQ_ASSIGN_OR_RETURN(new_sink[kv], SinkDifference(layout_->codec(new_fmt[kv]), dest, x.data(), key_scale));
       }

@@ -14,6 +14,12 @@
 
 namespace tq::engine {
 
+// How K (kv 0) and V (kv 1) pages code their norms (kernels::NormRule): values keep each vector's component along
+// itself exact, so the weighted sum attention takes of them has no common shortfall; keys keep their length.
+constexpr kernels::NormRule PageNormRule(int kv) {
+  return kv == 1 ? kernels::NormRule::kInnerProduct : kernels::NormRule::kLength;
+}
+
 // Full pages live in the page store (K bytes then V bytes); the tail page is f16, read by attention as it grows and
 // decoded to f32 once to encode the page when it fills (no f32 copy is kept: 2 bytes per value until then).
 struct SequenceKv::HeadPages {

@@ -106,7 +106,7 @@ __device__ float BestCodeScale(const GpuCodec& c, const GpuSegment& seg, const f
   return best_scale;
 }
 
-__device__ void EncodeTqToken(const GpuCodec& c, const float* x, int token, uint8_t* page) {
+__device__ void EncodeTqToken(const GpuCodec& c, const float* x, int token, uint8_t* page, bool inner_product) {
   const int d = c.head_dim;
   const int t = token % kGroupTokens;
   uint8_t* group = GroupOf(page, c, token);
@@ -127,14 +127,18 @@ __device__ void EncodeTqToken(const GpuCodec& c, const float* x, int token, uint
       const float* cent = c.tables + seg.table_offset;
       const int nb = (1 << seg.bits) - 1;
       const float scale = norm > 0.0f ? BestCodeScale(c, seg, y + seg.first, norm) : 1.0f;
-      double c2 = 0.0;
+      double c2 = 0.0, cy = 0.0;
       for (int i = 0; i < seg.dims; ++i) {
         uint32_t code = 0;
         if (norm > 0.0f) code = CodeOf(bounds, nb, y[seg.first + i] / norm * scale);
         SetCode(group, seg, i, t, code);
         c2 += static_cast<double>(cent[code]) * cent[code];
+        cy += static_cast<double>(cent[code]) * y[seg.first + i];
       }
-      const float corrected = c2 > 0.0 ? static_cast<float>(norm / sqrt(c2)) : norm;
+      // The reference's NormRule formulas (codec.cc).
+      const float corrected = inner_product && cy > 0.0 ? static_cast<float>(sum / cy)
+                              : c2 > 0.0                ? static_cast<float>(norm / sqrt(c2))
+                                                        : norm;
       const uint16_t norm_half = ToHalfBits(corrected);
       norms[seg.norm_slot * kPageTokens + token] = norm_half;
       const float stored = detail::HalfBits(norm_half);
@@ -154,7 +158,7 @@ __device__ void EncodeTqToken(const GpuCodec& c, const float* x, int token, uint
 }
 
 __global__ void EncodeKernel(const GpuCodec* codecs, int codec, const float* x, int64_t stride, int n,
-                             uint8_t* const* pages, int* bad_input) {
+                             uint8_t* const* pages, int* bad_input, bool inner_product) {
   const GpuCodec& c = codecs[codec];
   const int d = c.head_dim;
   uint8_t* page = pages[blockIdx.x];
@@ -206,7 +210,7 @@ __global__ void EncodeKernel(const GpuCodec* codecs, int codec, const float* x, 
         }
         break;
       case GpuKind::kTq:
-        EncodeTqToken(c, xt, token, page);
+        EncodeTqToken(c, xt, token, page, inner_product);
         break;
     }
   }
@@ -235,7 +239,7 @@ __global__ void EncodeKernel(const GpuCodec* codecs, int codec, const float* x, 
 }  // namespace
 
 Status EncodePages(const DeviceCodecs& codecs, int codec, const float* x, int64_t x_page_stride, int n_tokens,
-                   uint8_t* const* pages, int n_pages, int* bad_input, cudaStream_t stream) {
+                   uint8_t* const* pages, int n_pages, int* bad_input, cudaStream_t stream, kernels::NormRule rule) {
   if (codec < 0 || codec >= codecs.size()) return InvalidArgumentError("EncodePages: unknown codec");
   if (n_tokens < 1 || n_tokens > kPageTokens) {
     return InvalidArgumentError("EncodePages: " + std::to_string(n_tokens) + " tokens, need 1..128");
@@ -243,7 +247,7 @@ Status EncodePages(const DeviceCodecs& codecs, int codec, const float* x, int64_
   if (codecs.desc(codec).head_dim > kMaxDim) return InvalidArgumentError("EncodePages: head_dim over 256");
   if (n_pages == 0) return Status::Ok();
   EncodeKernel<<<n_pages, kThreads, 0, stream>>>(codecs.device_table(), codec, x, x_page_stride, n_tokens, pages,
-                                                  bad_input);
+                                                  bad_input, rule == kernels::NormRule::kInnerProduct);
   TQ_CUDA_RETURN_IF_LAUNCH_FAILED("EncodePages");
   return Status::Ok();
 }

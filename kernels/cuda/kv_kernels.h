@@ -29,9 +29,11 @@ namespace tq::gpu {
 // [n_tokens][head_dim] f32; pages: device array of n_pages device page pointers (each desc.page_bytes bytes).
 // The bytes, header included, are those of KvCodec::EncodePageReference (int8 without the robust clamp).
 // bad_input: device int, may be null; set to 1 if an int8 page held a non-finite value (its page is then not
-// usable). 1 <= n_tokens <= kPageTokens.
+// usable). 1 <= n_tokens <= kPageTokens. rule: what TurboQuant norms keep exact (kernels::NormRule; values use
+// kInnerProduct, as the CPU path does).
 Status EncodePages(const DeviceCodecs& codecs, int codec, const float* x, int64_t x_page_stride, int n_tokens,
-                   uint8_t* const* pages, int n_pages, int* bad_input, cudaStream_t stream);
+                   uint8_t* const* pages, int n_pages, int* bad_input, cudaStream_t stream,
+                   kernels::NormRule rule = kernels::NormRule::kLength);
 
 // One page of keys and the page of values for the same tokens. k, v: device page bytes, encoded (headers valid).
 struct GpuPage {

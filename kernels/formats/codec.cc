@@ -190,7 +190,7 @@ float BestCodeScale(const Codebook& book, const float* y, int dims, float norm) 
 
 }  // namespace
 
-void KvCodec::EncodeTq(const float* x, int token, uint8_t* page, float* norms8) const {
+void KvCodec::EncodeTq(const float* x, int token, uint8_t* page, float* norms8, NormRule rule) const {
   const int d = layout_.head_dim;
   const int t = token % kGroupTokens;
   uint8_t* group = Group(page, layout_, token);
@@ -205,16 +205,20 @@ void KvCodec::EncodeTq(const float* x, int token, uint8_t* page, float* norms8) 
       const Codebook& book = LloydMaxCodebook(seg.dims, seg.bits);
       const float scale =
           scale_search_ && norm > 0.0f ? BestCodeScale(book, y.data() + seg.first, seg.dims, norm) : 1.0f;
-      // Norm correction: the stored norm is ||y|| / ||c||, c the vector of chosen centroids, so the decoded
-      // vector has exactly the input's length (the centroids alone fall short of unit length by the MSE).
-      double c2 = 0.0;
+      // Norm correction (NormRule): kLength stores ||y|| / ||c||, c the vector of chosen centroids, so the decoded
+      // vector has exactly the input's length (the centroids alone fall short of unit length by the MSE);
+      // kInnerProduct stores ||y||^2 / <c, y>. fp64 sums of exact fp32 products, in order (the SIMD encoder's).
+      double c2 = 0.0, cy = 0.0;
       for (int i = 0; i < seg.dims; ++i) {
         const float u = y[seg.first + i] / norm * scale;
         const uint32_t code = norm > 0.0f ? static_cast<uint32_t>(book.Quantize(u)) : 0u;
         SetCode(group, seg, i, t, code);
         c2 += static_cast<double>(book.centroids[code]) * book.centroids[code];
+        cy += static_cast<double>(book.centroids[code]) * y[seg.first + i];
       }
-      const float corrected = c2 > 0.0 ? static_cast<float>(norm / std::sqrt(c2)) : norm;
+      const float corrected = rule == NormRule::kInnerProduct && cy > 0.0 ? static_cast<float>(sum / cy)
+                              : c2 > 0.0                                  ? static_cast<float>(norm / std::sqrt(c2))
+                                                                          : norm;
       if (layout_.norm_bytes == 1) {  // compact: coded once the page's norms are all known (QuantizeNorms8)
         norms8[token] = corrected;
         continue;  // one segment, no sketch: the residual is not needed
@@ -296,7 +300,7 @@ StatusOr<PageHeader> KvCodec::BeginEncode(int n, std::span<uint8_t> page) const 
   return header;
 }
 
-Status KvCodec::EncodePage(const float* x, int n, std::span<uint8_t> page) const {
+Status KvCodec::EncodePage(const float* x, int n, std::span<uint8_t> page, NormRule rule) const {
   TQ_ASSIGN_OR_RETURN(PageHeader header, BeginEncode(n, page));
   encode_internal::EncodeJob job;
   job.layout = &layout_;
@@ -307,6 +311,7 @@ Status KvCodec::EncodePage(const float* x, int n, std::span<uint8_t> page) const
   job.n = n;
   job.page = page.data();
   job.scale_search = scale_search_;
+  job.norm_rule = rule;
   if (GetFormatInfo(layout_.format).kind == FormatKind::kInt8) {
     Int8ClampRange(x, n, header, job.int8_lo, job.int8_hi);
   }
@@ -318,7 +323,7 @@ Status KvCodec::EncodePage(const float* x, int n, std::span<uint8_t> page) const
   return Status::Ok();
 }
 
-Status KvCodec::EncodePageReference(const float* x, int n, std::span<uint8_t> page) const {
+Status KvCodec::EncodePageReference(const float* x, int n, std::span<uint8_t> page, NormRule rule) const {
   TQ_ASSIGN_OR_RETURN(PageHeader header, BeginEncode(n, page));
   const int d = layout_.head_dim;
   switch (GetFormatInfo(layout_.format).kind) {
@@ -338,7 +343,7 @@ Status KvCodec::EncodePageReference(const float* x, int n, std::span<uint8_t> pa
     case FormatKind::kTqProd: {
       std::vector<float> norms8(layout_.norm_bytes == 1 ? kPageTokens : 0);
       for (int token = 0; token < n; ++token) {
-        EncodeTq(x + static_cast<size_t>(token) * d, token, page.data(), norms8.data());
+        EncodeTq(x + static_cast<size_t>(token) * d, token, page.data(), norms8.data(), rule);
       }
       if (layout_.norm_bytes == 1) header.scale = QuantizeNorms8(norms8.data(), n, page.data() + layout_.norms_offset);
       break;

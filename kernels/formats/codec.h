@@ -34,10 +34,12 @@ class KvCodec {
   // formats have nothing to learn.
   Status Train(const float* x, int n);
   // Encodes x: [n][head_dim], 1 <= n <= kPageTokens, into `page` (PageBytes() bytes), header included.
-  // SIMD; the bytes are those of EncodePageReference.
-  Status EncodePage(const float* x, int n, std::span<uint8_t> page) const;
+  // SIMD; the bytes are those of EncodePageReference. `rule`: what a TurboQuant code's norm keeps exact (NormRule;
+  // other formats ignore it).
+  Status EncodePage(const float* x, int n, std::span<uint8_t> page, NormRule rule = NormRule::kLength) const;
   // The scalar reference encoder: same contract and output as EncodePage.
-  Status EncodePageReference(const float* x, int n, std::span<uint8_t> page) const;
+  Status EncodePageReference(const float* x, int n, std::span<uint8_t> page,
+                             NormRule rule = NormRule::kLength) const;
   // Decodes the page's num_tokens vectors into x: [num_tokens][head_dim]. Validates the header and that it
   // matches this codec.
   Status DecodePage(std::span<const uint8_t> page, float* x) const;
@@ -83,7 +85,7 @@ class KvCodec {
   // int8: the clamp range of x [n][head_dim] (+-inf without the robust clamp); sets the header flag.
   void Int8ClampRange(const float* x, int n, PageHeader& header, float& lo, float& hi) const;
   // Compact formats write the token's norm to norms8[token] instead of the page (QuantizeNorms8 codes them).
-  void EncodeTq(const float* x, int token, uint8_t* page, float* norms8) const;
+  void EncodeTq(const float* x, int token, uint8_t* page, float* norms8, NormRule rule) const;
   Status EncodeInt8(const float* x, int n, uint8_t* page, PageHeader& header) const;
 
   CodeLayout layout_;

@@ -162,6 +162,22 @@ void SumSquares(const float* rows, int n, double* sums) {
   for (size_t b = 0; b < kBlocksD; ++b) hn::Store(acc[b], dd, sums + b * kND);
 }
 
+// dots[t] = sum_i a[i][t] * b[i][t] in fp64, i in order (the reference's order; each product is exact in fp64).
+void DotRows(const float* a, const float* b, int n, double* dots) {
+  const DD dd;
+  const DFD dfd;
+  VD acc[kBlocksD];
+  for (size_t k = 0; k < kBlocksD; ++k) acc[k] = hn::Zero(dd);
+  for (int i = 0; i < n; ++i) {
+    for (size_t k = 0; k < kBlocksD; ++k) {
+      const VD va = hn::PromoteTo(dd, hn::Load(dfd, a + i * kT + k * kND));
+      const VD vb = hn::PromoteTo(dd, hn::Load(dfd, b + i * kT + k * kND));
+      acc[k] = hn::MulAdd(va, vb, acc[k]);
+    }
+  }
+  for (size_t k = 0; k < kBlocksD; ++k) hn::Store(acc[k], dd, dots + k * kND);
+}
+
 // ---- Centroid search: code = #{k : !(t < boundary_k)} (std::upper_bound's index, NaN included). ----
 
 // A table of at most 16 floats for lane-wise lookups: in registers where vectors hold 8 or 16 floats (one or
@@ -405,6 +421,8 @@ void EncodeTqGroup(const EncodeJob& job, int token0, int valid, Scratch& s, uint
   const CodeLayout& layout = *job.layout;
   const int d = layout.head_dim;
   alignas(64) double sums[kT];
+  alignas(64) double y_sums[kT];  // ||y||^2 per token
+  alignas(64) double dots[kT];    // <c, y> per token (NormRule::kInnerProduct)
   alignas(64) float norm[kT];
   alignas(64) float stored[kT];
   for (size_t si = 0; si < layout.segments.size(); ++si) {
@@ -413,8 +431,8 @@ void EncodeTqGroup(const EncodeJob& job, int token0, int valid, Scratch& s, uint
     if (seg.domain == CodeDomain::kRotated) {
       float* rows = s.y.get() + seg.first * kT;
       RotateRows(tables.rotation, rows, s.tmp.get());
-      SumSquares(rows, seg.dims, sums);
-      for (int t = 0; t < kT; ++t) norm[t] = static_cast<float>(std::sqrt(sums[t]));
+      SumSquares(rows, seg.dims, y_sums);
+      for (int t = 0; t < kT; ++t) norm[t] = static_cast<float>(std::sqrt(y_sums[t]));
       switch (seg.bits) {
         case 1:
           Quantize<1>(rows, seg.dims, norm, tables, job.scale_search, s.codes.get(), s.vals.get());
@@ -432,11 +450,16 @@ void EncodeTqGroup(const EncodeJob& job, int token0, int valid, Scratch& s, uint
           Quantize<8>(rows, seg.dims, norm, tables, job.scale_search, s.codes.get(), s.vals.get());
           break;
       }
-      // Norm correction: store ||y|| / ||c||, c the chosen centroids (the reference's formula, in fp64).
+      // Norm correction (NormRule): ||y|| / ||c|| or ||y||^2 / <c, y>, c the chosen centroids (the reference's
+      // formulas, in fp64).
       SumSquares(s.vals.get(), seg.dims, sums);
+      const bool inner = job.norm_rule == NormRule::kInnerProduct;
+      if (inner) DotRows(s.vals.get(), rows, seg.dims, dots);
       uint16_t* slot = norms8 == nullptr ? NormSlot(job, seg.norm_slot) + token0 : nullptr;
       for (int t = 0; t < kT; ++t) {
-        const float corrected = sums[t] > 0.0 ? static_cast<float>(norm[t] / std::sqrt(sums[t])) : norm[t];
+        const float corrected = inner && dots[t] > 0.0 ? static_cast<float>(y_sums[t] / dots[t])
+                                : sums[t] > 0.0        ? static_cast<float>(norm[t] / std::sqrt(sums[t]))
+                                                       : norm[t];
         if (norms8 != nullptr) {
           if (t < valid) norms8[token0 + t] = corrected;
           stored[t] = corrected;

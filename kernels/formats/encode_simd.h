@@ -17,6 +17,20 @@
 #include "kernels/formats/page.h"
 #include "kernels/formats/rotation.h"
 
+namespace tq::kernels {
+
+// What a TurboQuant code's stored norm makes exact (y the rotated vector, c its chosen centroids, decoded = norm c):
+// - kLength: norm = ||y|| / ||c||, the decoded vector has y's length. Its component along y falls short by the
+//   cosine of the angle between c and y (about sqrt(1 - MSE): 0.94 at 2 bits), the same shortfall for every vector.
+// - kInnerProduct: norm = ||y||^2 / <c, y>, so <decoded, y> = ||y||^2 and decoded = y + an error orthogonal to y
+//   (a larger error, 1/cos^2 - 1 against 2 (1 - cos) of the squared length). Attention outputs are weighted sums of
+//   many values: their independent errors average out, a common shortfall does not, so values use this
+//   (engine/kv/kv_cache.cc). Falls back to kLength where <c, y> <= 0.
+// The decoder is the same for both (norm x centroids): a page does not record which rule wrote it.
+enum class NormRule : uint8_t { kLength, kInnerProduct };
+
+}  // namespace tq::kernels
+
 namespace tq::kernels::encode_internal {
 
 // What the encoder needs to know about one segment of CodeLayout::segments.
@@ -36,6 +50,7 @@ struct EncodeJob {
   int n = 0;                                // tokens, 1..kPageTokens
   uint8_t* page = nullptr;                  // layout->page_bytes, zeroed; the header is not written
   bool scale_search = true;                 // TurboQuant codes of <= 4 bits: scale search (codebook.h)
+  NormRule norm_rule = NormRule::kLength;   // TurboQuant codes: what the stored norm makes exact
   // int8 only: clamp range applied before the scale is taken (+-inf without the robust clamp).
   float int8_lo = 0.0f;
   float int8_hi = 0.0f;

@@ -62,8 +62,9 @@ const KvFormat kAllFormats[] = {KvFormat::kF16,   KvFormat::kInt8,  KvFormat::kT
                                 KvFormat::kTq8,   KvFormat::kTq2_5, KvFormat::kTq3_5, KvFormat::kTq3p,
                                 KvFormat::kTq4p};
 
-// Encodes `pages` pages of n tokens on the GPU and with the reference; the bytes must be equal.
-void CheckEncode(const KvCodec& codec, int n, int pages, uint64_t seed) {
+// Encodes `pages` pages of n tokens on the GPU and with the reference, under `rule`; the bytes must be equal.
+void CheckEncode(const KvCodec& codec, int n, int pages, uint64_t seed,
+                 kernels::NormRule rule = kernels::NormRule::kLength) {
   const int d = codec.head_dim();
   const size_t page_bytes = codec.layout().page_bytes;
   const int64_t stride = static_cast<int64_t>(kPageTokens) * d;
@@ -78,12 +79,13 @@ void CheckEncode(const KvCodec& codec, int n, int pages, uint64_t seed) {
   std::vector<uint8_t*> ptrs(pages);
   for (int p = 0; p < pages; ++p) ptrs[p] = dpages->as<uint8_t>() + page_bytes * p;
   DeviceBuffer dptrs = ToDevice(ptrs);
-  ASSERT_OK(EncodePages(codecs, *index, dx.as<float>(), stride, n, dptrs.as<uint8_t*>(), pages, nullptr, nullptr));
+  ASSERT_OK(
+      EncodePages(codecs, *index, dx.as<float>(), stride, n, dptrs.as<uint8_t*>(), pages, nullptr, nullptr, rule));
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint8_t> got = ToHost<uint8_t>(*dpages, page_bytes * pages);
   for (int p = 0; p < pages; ++p) {
     std::vector<uint8_t> want(page_bytes);
-    ASSERT_OK(codec.EncodePageReference(x.data() + stride * p, n, want));
+    ASSERT_OK(codec.EncodePageReference(x.data() + stride * p, n, want, rule));
     size_t diff = 0, first = page_bytes;
     for (size_t i = 0; i < page_bytes; ++i) {
       if (got[page_bytes * p + i] != want[i]) {
@@ -104,6 +106,7 @@ TEST(CudaEncode, EveryFormatMatchesTheReferenceBytes) {
       ASSERT_TRUE(codec.ok());
       CheckEncode(**codec, kPageTokens, 3, 7 + d);
       CheckEncode(**codec, 37, 2, 9 + d);
+      CheckEncode(**codec, kPageTokens, 2, 13 + d, kernels::NormRule::kInnerProduct);
     }
   }
 }

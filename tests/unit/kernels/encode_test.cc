@@ -25,15 +25,18 @@ long FirstDifference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& 
   return -1;
 }
 
-// Encodes x [n][d] both ways and expects the same bytes.
+// Encodes x [n][d] both ways, under both norm rules, and expects the same bytes.
 void ExpectSameBytes(const KvCodec& codec, const std::vector<float>& x, int n, const std::string& what) {
-  std::vector<uint8_t> want(codec.layout().page_bytes, 0xAB), got(codec.layout().page_bytes, 0xCD);
-  const Status sw = codec.EncodePageReference(x.data(), n, want);
-  const Status sg = codec.EncodePage(x.data(), n, got);
-  ASSERT_EQ(sw.code(), sg.code()) << what << ": " << sw.ToString() << " vs " << sg.ToString();
-  if (!sw.ok()) return;
-  EXPECT_EQ(FirstDifference(want, got), -1)
-      << what << " (page of " << want.size() << " bytes, codes from " << codec.layout().codes_offset << ")";
+  for (NormRule rule : {NormRule::kLength, NormRule::kInnerProduct}) {
+    const std::string how = what + (rule == NormRule::kLength ? " (length norms)" : " (inner-product norms)");
+    std::vector<uint8_t> want(codec.layout().page_bytes, 0xAB), got(codec.layout().page_bytes, 0xCD);
+    const Status sw = codec.EncodePageReference(x.data(), n, want, rule);
+    const Status sg = codec.EncodePage(x.data(), n, got, rule);
+    ASSERT_EQ(sw.code(), sg.code()) << how << ": " << sw.ToString() << " vs " << sg.ToString();
+    if (!sw.ok()) continue;
+    EXPECT_EQ(FirstDifference(want, got), -1)
+        << how << " (page of " << want.size() << " bytes, codes from " << codec.layout().codes_offset << ")";
+  }
 }
 
 std::vector<float> Gaussian(size_t count, uint64_t seed, float scale = 1.0f) {
