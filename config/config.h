@@ -68,7 +68,7 @@ struct KvConfig {
   std::string k_format = "auto";  // auto (f16, or f32 where pages do not fit the head size) | f32 | a format name
   std::string v_format = "auto";
   int boundary_layers = -1;       // first and last N layers kept at f16; -1 = the preset's own
-  std::string preset = "default";  // default | code | longdoc | chat | auto | shares | uniform:FMT | "" (k/v formats)
+  std::string preset = "default";  // default | 5x | 6x | code | longdoc | chat | auto | shares | uniform:FMT | "" (k/v formats)
   std::string profile;            // head profile JSON from `tqserve calibrate`
   std::string hot_format = "f16";
   std::string active_format = "auto";  // auto = the preset's own (engine/kv/precision.h)

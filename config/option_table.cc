@@ -168,9 +168,10 @@ std::vector<Option> BuildOptionTable(Config* c) {
       "preset: 0); any other value overrides the preset's",
       IntField(&c->kv.boundary_layers, -1, -1, 512));
   Add(&t, "kv.preset", "kv-preset",
-      "Precision classes per head: default (no profile needed; docs/kv.md), code 15:70:15, longdoc 10:60:30, "
-      "chat 20:65:15, auto (P90/P40), HOT:ACTIVE:SPARSE, uniform:FMT (uniform:f16 = uncompressed); "
-      "empty = kv.k_format/kv.v_format everywhere",
+      "Precision classes per head: default (no profile needed; docs/kv.md), 5x (tq3c) and 6x (tq3c keys, tq2c "
+      "values; 5x and 6x smaller than f16, no profile needed), code 15:70:15, longdoc 10:60:30, chat 20:65:15, "
+      "auto (P90/P40), HOT:ACTIVE:SPARSE, uniform:FMT (uniform:f16 = uncompressed); empty = "
+      "kv.k_format/kv.v_format everywhere",
       StringField(&c->kv.preset, "default"));
   Add(&t, "kv.key_scale", "kv-key-scale",
       "Channel scale of compressed keys: queries (weighs where the model's queries look; docs/kv.md) or keys "
@@ -180,7 +181,8 @@ std::vector<Option> BuildOptionTable(Config* c) {
       StringField(&c->kv.profile, ""));
   Add(&t, "kv.hot_format", "kv-hot", "Format of HOT heads: FMT or KFMT/VFMT", StringField(&c->kv.hot_format, "f16"));
   Add(&t, "kv.active_format", "kv-active",
-      "Format of ACTIVE heads: FMT or KFMT/VFMT; auto = the preset's (default: int8/tq4, the others: int8)",
+      "Format of ACTIVE heads: FMT or KFMT/VFMT; auto = the preset's (default: int8/tq4, 5x: tq3c, 6x: "
+      "tq3c/tq2c, the others: int8)",
       StringField(&c->kv.active_format, "auto"));
   Add(&t, "kv.sparse_format", "kv-sparse", "Format of SPARSE heads: FMT or KFMT/VFMT; auto = the preset's (tq4)",
       StringField(&c->kv.sparse_format, "auto"));

@@ -22,7 +22,7 @@ struct KvSpec {
   std::string k_format = "auto";  // "auto", "f32" or a kernels/formats name
   std::string v_format = "auto";
   int boundary_layers = -1;      // first and last N layers f16; -1 = the preset's own (0 without a preset)
-  std::string preset;             // "" | default | code | longdoc | chat | auto | shares | uniform:FMT
+  std::string preset;             // "" | default | 5x | 6x | code | longdoc | chat | auto | shares | uniform:FMT
   std::string profile_path;       // head profile JSON (tqserve calibrate); needed by the ranked presets but default
   // Formats per precision class, "FMT" or "KFMT/VFMT"; "auto" = the preset's own (Preset::active_format, ...).
   std::string hot_format = "f16";

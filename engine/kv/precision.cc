@@ -127,6 +127,8 @@ StatusOr<Preset> FindPreset(std::string_view name) {
                                         {"longdoc", 0.10, 0.60},
                                         {"chat", 0.20, 0.65},
                                         {"auto", 0.10, 0.50},
+                                        {"5x", 0.0, 1.0, "tq3c", "tq3c", false},
+                                        {"6x", 0.0, 1.0, "tq3c/tq2c", "tq3c/tq2c", false},
                                         kDefaultPreset};
   for (const Preset& p : kPresets) {
     if (p.name == name) return p;
@@ -134,7 +136,7 @@ StatusOr<Preset> FindPreset(std::string_view name) {
   if (name.find(':') != std::string_view::npos && name.rfind("uniform:", 0) != 0) return ParseShares(name);
   return InvalidArgumentError(
       "unknown KV preset '" + std::string(name) +
-      "' (known: default, code, longdoc, chat, auto, HOT:ACTIVE:SPARSE shares, uniform:FORMAT)");
+      "' (known: default, 5x, 6x, code, longdoc, chat, auto, HOT:ACTIVE:SPARSE shares, uniform:FORMAT)");
 }
 
 ConcentrationStats::ConcentrationStats(int n_layers, int n_kv_heads)

@@ -51,6 +51,9 @@ Status SaveHeadProfile(const HeadProfile& profile, const std::string& path);
 // (10:60:30), chat (20:65:15), auto (the seed's percentile rule: above P90 HOT, P40 to P90 ACTIVE, below P40
 // SPARSE), or explicit shares "HOT:ACTIVE:SPARSE" (three non-negative numbers with a positive sum, taken as
 // proportions: "10:50:40", "89:0:1"; name "shares").
+// "5x" and "6x" (issue 38's low-bit rows; docs/kv.md) put every head ACTIVE (the warm tier) in one compact format,
+// tq3c and tq3c keys / tq2c values: 3.19 and 2.69 bits per value at head_dim 64, 5.0x and 5.95x smaller than f16.
+// They need no profile.
 // "default" (the server's default, docs/kv.md "The default") needs no profile: without one it ranks heads by
 // DepthProfile, and it brings its own ACTIVE and SPARSE formats (used where kv.active_format / kv.sparse_format
 // are "auto").

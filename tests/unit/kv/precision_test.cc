@@ -128,6 +128,7 @@ TEST(PrecisionTest, DefaultPresetRanksByDepthWithoutAProfile) {
   ASSERT_TRUE(preset.ok());
   EXPECT_FALSE(preset->needs_profile);
   EXPECT_TRUE(FindPreset("longdoc")->needs_profile);
+  EXPECT_FALSE(FindPreset("6x")->needs_profile);
 
   HParams hp = TenLayers();
   KvSpec spec;
@@ -179,6 +180,33 @@ TEST(PrecisionTest, DefaultPresetRanksByDepthWithoutAProfile) {
   auto f16 = KvLayout::Create(hp, KvSpec{.preset = "uniform:f16"});
   ASSERT_TRUE(f16.ok());
   EXPECT_EQ((*f16)->class_heads(), (std::array<int, 3>{20, 0, 0}));
+}
+
+// The low-bit presets: every head ACTIVE (warm tier) in one compact format, no profile, no f16 layers; 6x is
+// within issue 38's 2.7 bits per value counting every byte of a page, at head_dim 64 and 256.
+TEST(PrecisionTest, LowBitPresetsPutEveryHeadInOneCompactFormat) {
+  HParams hp = TenLayers();
+  for (const auto& [name, k, v, max_bits] :
+       {std::tuple{"5x", kernels::KvFormat::kTq3c, kernels::KvFormat::kTq3c, 3.2},
+        std::tuple{"6x", kernels::KvFormat::kTq3c, kernels::KvFormat::kTq2c, 2.7}}) {
+    for (int d : {64, 256}) {
+      hp.head_dim = d;
+      auto layout = KvLayout::Create(hp, KvSpec{.preset = name});
+      ASSERT_TRUE(layout.ok()) << name << ": " << layout.status().ToString();
+      EXPECT_EQ((*layout)->class_heads(), (std::array<int, 3>{0, 20, 0})) << name;
+      for (int l = 0; l < 10; ++l) {
+        EXPECT_EQ((*layout)->head(l, 1).k, k) << name << " layer " << l;
+        EXPECT_EQ((*layout)->head(l, 1).v, v) << name << " layer " << l;
+      }
+      EXPECT_LE((*layout)->page_bits_per_value(), max_bits) << name << " d=" << d;
+      EXPECT_GE(16.0 / (*layout)->page_bits_per_value(), name == std::string("5x") ? 5.0 : 5.9) << name;
+    }
+  }
+  // An explicit ACTIVE format still wins over the preset's.
+  hp.head_dim = 64;
+  auto mixed = KvLayout::Create(hp, KvSpec{.preset = "6x", .active_format = "tq4c/tq2c"});
+  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+  EXPECT_EQ((*mixed)->head(3, 0).k, kernels::KvFormat::kTq4c);
 }
 
 TEST(PrecisionTest, ExplicitSharesPreset) {
