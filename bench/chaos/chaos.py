@@ -725,7 +725,16 @@ class Harness:
             def killer(d=d):
                 while len(done) < target and d.alive():
                     time.sleep(0.02)
-                # wait for a burst of cold writes to be in flight, then kill
+                # A finished request's RAM pages reach the cold tier through the prefix cache's demotion, which
+                # starts when it finishes: let a few hundred writes land first (else a kill at the very start of
+                # the demotion leaves nothing a restart can reuse and the rerun cannot show a prefix hit), then
+                # wait for a burst of cold writes to be in flight, and kill.
+                w = m(d.metrics(), "tqserve_kv_tier_writes_total", 'tier="cold"')
+                t_end = time.time() + 10
+                while time.time() < t_end and d.alive():
+                    if m(d.metrics(), "tqserve_kv_tier_writes_total", 'tier="cold"') >= w + 256:
+                        break
+                    time.sleep(0.005)
                 w = m(d.metrics(), "tqserve_kv_tier_writes_total", 'tier="cold"')
                 t_end = time.time() + 5
                 while time.time() < t_end:

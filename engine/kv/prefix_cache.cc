@@ -153,8 +153,16 @@ void PrefixCache::Trim(Clock::time_point now) {
 
 size_t PrefixCache::Demote(size_t max_pages) {
   if (!store_->has_cold_tier()) return 0;
+  // Shallowest pages first: a restart recovers only entries whose whole chain back to page 0 is on disk, so a
+  // crash in the middle of a demotion should find the first pages of many prefixes written, not the later pages
+  // of prefixes whose beginnings were still in RAM.
+  std::vector<std::pair<uint32_t, uint64_t>> order;  // (page index, hash)
+  order.reserve(entries_.size());
+  for (const auto& [hash, e] : entries_) order.push_back({e.page_index, hash});
+  std::sort(order.begin(), order.end());
   size_t moved = 0;
-  for (auto& [hash, e] : entries_) {
+  for (const auto& [index, hash] : order) {
+    const PrefixEntry& e = entries_.at(hash);
     for (uint64_t id : e.pages) {
       if (moved >= max_pages) return moved;
       if (store_->refs(id) == 1 && store_->RamBytes(id) != nullptr && store_->MoveToCold(id)) ++moved;

@@ -9,6 +9,7 @@
 
 #include "engine/kv/page_store.h"
 #include "engine/kv/prefix_cache.h"
+#include "tests/unit/storage/storage_test_util.h"
 
 namespace tq::engine {
 namespace {
@@ -29,15 +30,19 @@ class PrefixCacheTest : public ::testing::Test {
   }
 
   // An entry's pages: stored, then handed to the cache (which retains them); the test's own references dropped.
-  void Add(PrefixCache& cache, uint64_t hash, uint64_t parent, uint32_t index, Clock::time_point t) {
+  // Returns their ids.
+  std::vector<uint64_t> Add(PrefixCache& cache, uint64_t hash, uint64_t parent, uint32_t index,
+                            Clock::time_point t) {
     std::vector<uint64_t> pages;
     for (int i = 0; i < kLayers * kHeads; ++i) {
       auto id = store_->Store(PrecisionClass::kHot, std::vector<uint8_t>(kPageBytes, static_cast<uint8_t>(i)));
-      ASSERT_TRUE(id.ok()) << id.status().ToString();
+      EXPECT_TRUE(id.ok()) << id.status().ToString();
+      if (!id.ok()) return pages;
       pages.push_back(*id);
     }
     cache.Insert(hash, parent, index, pages, std::vector<HeadTransform>(pages.size()), t);
     for (uint64_t id : pages) store_->Release(id);
+    return pages;
   }
 
   uint64_t StoredPages() { return store_->Stats().tiers[0].pages; }
@@ -123,6 +128,38 @@ TEST_F(PrefixCacheTest, EraseDropsTheEntryAndEverythingThatExtendsIt) {
   EXPECT_TRUE(cache.EvictOne(t0_));
   EXPECT_FALSE(cache.Contains(5));
   EXPECT_TRUE(cache.Contains(1));
+}
+
+// Demotion moves the shallowest pages first: a crash part-way through leaves the first pages of the prefixes on
+// disk, which a restart can reuse (an entry is recovered only with its whole chain back to page 0), rather than
+// later pages whose beginnings were still in RAM.
+TEST_F(PrefixCacheTest, DemotionWritesTheFirstPagesOfEveryPrefixFirst) {
+  storage::testing::TempDir dir;
+  KvStoreOptions o;
+  o.hot_bytes = 1 << 20;
+  o.warm_bytes = 0;
+  o.cold_dir = dir.path();
+  o.cold_bytes = 64 << 20;
+  auto s = KvPageStore::Open(o, {kPageBytes, 0, 0});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  store_ = std::move(*s);
+  PrefixCache cache(store_.get(), kLayers, kHeads, 1 << 20, 0.0);
+  // Two chains of three pages each, as requests insert them (each page after its parent).
+  std::vector<std::vector<uint64_t>> deep, first;
+  for (uint64_t chain : {100u, 200u}) {
+    first.push_back(Add(cache, chain, 1, 0, t0_));
+    deep.push_back(Add(cache, chain + 1, chain, 1, t0_));
+    deep.push_back(Add(cache, chain + 2, chain + 1, 2, t0_));
+  }
+  // Room for the two page-0 entries (two pages each) only.
+  EXPECT_EQ(cache.Demote(4), 4u);
+  store_->FlushCold();
+  for (const auto& pages : first) {
+    for (uint64_t id : pages) EXPECT_EQ(store_->RamBytes(id), nullptr) << "page-0 page " << id << " still in RAM";
+  }
+  for (const auto& pages : deep) {
+    for (uint64_t id : pages) EXPECT_NE(store_->RamBytes(id), nullptr) << "deeper page " << id << " moved first";
+  }
 }
 
 }  // namespace
