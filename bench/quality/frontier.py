@@ -70,7 +70,7 @@ def main():
     ap.add_argument("--models", default="smollm2", help="comma-separated: smollm2, gemma3")
     ap.add_argument("--ctx", default="512:8,4096:2", help="comma-separated CTX:CHUNKS")
     ap.add_argument("--texts", default="evaluation,calibration", help="comma-separated: evaluation, calibration")
-    ap.add_argument("--niah", action="store_true", help="needles at 4096 and 8192 (SmolLM2, Persuasion haystack)")
+    ap.add_argument("--niah", action="store_true", help="needles at 4096 and 8192 (each model, Persuasion haystack)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
@@ -87,7 +87,7 @@ def main():
     lengths = [4096] if a.quick else [4096, 8192]
     rows = []
     for config in [c for c in a.configs.split(",") if c]:
-        row = {"config": config, "cells": {}, "niah": {}}
+        row = {"config": config, "cells": {}, "niah": {}, "page_bits": {}}
         for name, path in models.items():
             for text in a.texts.split(","):
                 for ctx, chunks in ctxs:
@@ -95,10 +95,11 @@ def main():
                         continue  # the reference itself
                     cell = kld(a, path, texts[text], ctx, chunks, config)
                     row["cells"][f"{name} {text} {ctx}"] = cell
-                    row["page_bits"] = cell["page_bits"]
+                    row["page_bits"][name] = cell["page_bits"]
         if a.niah:
-            for length in lengths:
-                row["niah"][length] = niah(a, models.get("smollm2", next(iter(models.values()))), config, length)
+            for name, path in models.items():
+                for length in lengths:
+                    row["niah"][f"{name} {length}"] = niah(a, path, config, length)
         rows.append(row)
         print(f"done {config}: " + " ".join(f"{k} {c['kld']:.4f} {c['dppl']:+.2f}%" for k, c in row["cells"].items())
               + " " + " ".join(f"niah@{n} {r['found']}/{r['trials']}" for n, r in row["niah"].items()),
@@ -107,15 +108,19 @@ def main():
         print(json.dumps({"quick": a.quick, "rows": rows}, indent=1))
         return 0
     keys = list(dict.fromkeys(k for r in rows for k in r["cells"]))
+    needle_keys = list(dict.fromkeys(k for r in rows for k in r["niah"]))
+    # Page bits and the ratio to f16 per model (head sizes differ), "/"-separated in --models order.
     print("| config | page bits/value | x f16 | " + " | ".join(f"KLD / dPPL {k}" for k in keys) +
-          (" | " + " | ".join(f"needles {n}" for n in lengths) if a.niah else "") + " |")
-    print("|---|---|---|" + "---|" * len(keys) + ("---|" * len(lengths) if a.niah else ""))
+          "".join(f" | needles {k}" for k in needle_keys) + " |")
+    print("|---|---|---|" + "---|" * (len(keys) + len(needle_keys)))
     for r in rows:
-        bits = r.get("page_bits", 16.0625)
+        bits = [r["page_bits"].get(name) for name in models]
+        bits_cell = " / ".join(f"{b:.3f}" if b else "16" for b in bits)
+        ratio_cell = " / ".join(f"{16.0 / b:.2f}" if b else "1" for b in bits)
         cells = [f"{r['cells'][k]['kld']:.4f} / {r['cells'][k]['dppl']:+.2f}%" if k in r["cells"] else "ref"
                  for k in keys]
-        needles = [f"{r['niah'][n]['found']}/{r['niah'][n]['trials']}" for n in lengths] if a.niah else []
-        print(f"| {r['config']} | {bits:.3f} | {16.0 / bits:.2f} | " + " | ".join(cells + needles) + " |")
+        needles = [f"{r['niah'][k]['found']}/{r['niah'][k]['trials']}" if k in r["niah"] else "-" for k in needle_keys]
+        print(f"| {r['config']} | {bits_cell} | {ratio_cell} | " + " | ".join(cells + needles) + " |")
     return 0
 
 

@@ -36,6 +36,8 @@ EXTRA_CONFIGS = [
     ("uniform tq2.5", ["--kv-preset", "uniform:tq2.5"]),
     ("tq4, boundary layers f16", ["--kv-k", "tq4", "--kv-v", "tq4", "--kv-boundary-layers", "1"]),
     ("tq3, boundary layers f16", ["--kv-k", "tq3", "--kv-v", "tq3", "--kv-boundary-layers", "1"]),
+    ("preset 5x (tq3c)", ["--kv-preset", "5x"]),
+    ("preset 6x (tq3c/tq2c)", ["--kv-preset", "6x"]),
 ]
 LONG_CONFIGS = [
     ("uniform tq4", ["--kv-preset", "uniform:tq4"]),
