@@ -109,6 +109,7 @@ struct NiahArgs {
   std::vector<double> depths = {0.0, 0.25, 0.5, 0.75, 1.0};
   int trials = 3;
   uint64_t seed = 1;
+  std::string style = "auto";  // chat, completion, or auto (chat when the model has a template)
   bool json = false;
 };
 
@@ -121,7 +122,14 @@ int RunNiah(const NiahArgs& a) {
   const std::string* path = &in->model_path;
   engine::Model* const model = in->model.get();
   auto tmpl_text = model->gguf().GetStringOr("tokenizer.chat_template", "");
-  auto chat = tmpl_text.ok() ? engine::DetectChatTemplate(*tmpl_text) : tmpl_text.status();
+  if (!tmpl_text.ok()) {
+    std::fprintf(stderr, "tqserve eval niah: %s\n", tmpl_text.status().ToString().c_str());
+    return kExitFailure;
+  }
+  // auto: a model without a template (a base model) gets the completion prompt.
+  const bool completion = a.style == "completion" || (a.style == "auto" && tmpl_text->empty());
+  StatusOr<engine::ChatTemplate> chat = engine::ChatTemplate{};
+  if (!completion) chat = engine::DetectChatTemplate(*tmpl_text);
   if (!chat.ok()) {
     std::fprintf(stderr, "tqserve eval niah: %s\n", chat.status().ToString().c_str());
     return kExitFailure;
@@ -137,7 +145,7 @@ int RunNiah(const NiahArgs& a) {
   o.progress = [&line](int done, int total, int found) {
     line.Update(done, total, "found " + std::to_string(found));
   };
-  auto r = engine::NeedleInAHaystack(*model, *in->tokenizer, *chat, in->text, o, pool);
+  auto r = engine::NeedleInAHaystack(*model, *in->tokenizer, completion ? nullptr : &*chat, in->text, o, pool);
   if (!r.ok()) {
     std::fprintf(stderr, "tqserve eval niah: %s\n", r.status().ToString().c_str());
     return kExitFailure;
@@ -149,7 +157,8 @@ int RunNiah(const NiahArgs& a) {
                      {"last_answer", c.last_answer}});
   }
   nlohmann::json out{{"model", *path}, {"kv_k", a.model.kv.k_format}, {"kv_v", a.model.kv.v_format},
-                     {"kv_boundary_layers", a.model.kv.boundary_layers}, {"accuracy", r->accuracy},
+                     {"kv_boundary_layers", a.model.kv.boundary_layers}, {"kv_preset", a.model.kv.preset},
+                     {"style", completion ? "completion" : "chat"}, {"accuracy", r->accuracy},
                      {"seconds", r->seconds}, {"cells", cells}};
   if (a.json) {
     std::printf("%s\n", out.dump(1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -181,13 +190,17 @@ Command AddEvalCommand(CLI::App& parent) {
     sub->add_flag("--json", args->json, "Print one JSON object");
   }
   static NiahArgs niah_args;
-  CLI::App* niah = app->add_subcommand("niah", "Needle-in-a-haystack retrieval accuracy (chat model)");
+  CLI::App* niah = app->add_subcommand("niah", "Needle-in-a-haystack retrieval accuracy");
   AddModelFlags(niah, &niah_args.model);
   niah->add_option("--file,-f", niah_args.file, "Haystack text file")->required();
   niah->add_option("--lengths", niah_args.lengths, "Prompt lengths in tokens")->delimiter(',');
   niah->add_option("--depths", niah_args.depths, "Needle depths in [0, 1]")->delimiter(',');
   niah->add_option("--trials", niah_args.trials, "Needles per cell")->check(CLI::Range(1, 1000));
   niah->add_option("--seed", niah_args.seed, "Seed of the needles and filler offsets");
+  niah->add_option("--style", niah_args.style,
+                   "chat (a question in the model's chat template), completion (the text, then a sentence the model "
+                   "completes with the number; for base models) or auto (chat where the model has a template)")
+      ->check(CLI::IsMember({"auto", "chat", "completion"}));
   niah->add_flag("--json", niah_args.json, "Print one JSON object");
   kld->add_option("--ref-kv-k", kld_args.ref_k, "Reference K format (default f16)");
   kld->add_option("--ref-kv-v", kld_args.ref_v, "Reference V format (default f16)");

@@ -5,7 +5,8 @@ Every configuration runs `tqserve eval kld` against f16 KV on two texts: the cal
 earlier sessions measured and chose defaults on) and the evaluation text (Jane Austen's Persuasion,
 tests/data/austen, which no choice was made on). Rows: page bits per value (every byte of a full page counted:
 header, norms, scales, codes; averaged over K and V), KLD and delta perplexity per text and context, and, with
---niah, needles found in a Persuasion haystack at 4096 and 8192 tokens next to f16's. The report names the
+--niah, needles found in a Persuasion haystack at 4096 and 8000 tokens next to f16's (a chat question for a chat
+model, a sentence to complete for a base model: `eval niah --style auto`). The report names the
 evaluation text's figures; the calibration text's are there to show nothing was fitted to it.
 
   bench/quality/frontier.py [--tqserve build/tqserve] [--threads 2] [--configs tq3c/tq2c,tq3/tq2,...]
@@ -55,7 +56,7 @@ def kld(a, model, text, ctx, chunks, config):
 
 
 def niah(a, model, config, length):
-    trials = "1" if a.quick else "3"
+    trials = "1" if a.quick else str(a.niah_trials)
     r = run_json([a.tqserve, "eval", "niah", "-m", model, "-f", EVALUATION_TEXT, "--lengths", str(length),
                   "--depths", "0,0.25,0.5,0.75,1", "--trials", trials, "-t", str(a.threads),
                   *config_flags(config), "--json"])
@@ -70,7 +71,10 @@ def main():
     ap.add_argument("--models", default="smollm2", help="comma-separated: smollm2, gemma3")
     ap.add_argument("--ctx", default="512:8,4096:2", help="comma-separated CTX:CHUNKS")
     ap.add_argument("--texts", default="evaluation,calibration", help="comma-separated: evaluation, calibration")
-    ap.add_argument("--niah", action="store_true", help="needles at 4096 and 8192 (each model, Persuasion haystack)")
+    ap.add_argument("--niah", action="store_true",
+                    help="needles at 4096 and 8000 tokens (each model, Persuasion haystack; 8000: SmolLM2's "
+                         "context is 8192 with the answer)")
+    ap.add_argument("--niah-trials", type=int, default=3, help="needles per depth (5 depths)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
@@ -84,7 +88,7 @@ def main():
         if not os.path.exists(path):
             sys.exit(f"frontier: {path} is absent (scripts/fetch-model.sh{' --gemma3' if name == 'gemma3' else ''})")
         models[name] = path
-    lengths = [4096] if a.quick else [4096, 8192]
+    lengths = [4096] if a.quick else [4096, 8000]
     rows = []
     for config in [c for c in a.configs.split(",") if c]:
         row = {"config": config, "cells": {}, "niah": {}, "page_bits": {}}

@@ -36,13 +36,20 @@ StatusOr<std::string> Answer(const Model& model, const Tokenizer& tok, const std
 
 }  // namespace
 
-StatusOr<NiahResult> NeedleInAHaystack(const Model& model, const Tokenizer& tok, const ChatTemplate& chat,
+StatusOr<NiahResult> NeedleInAHaystack(const Model& model, const Tokenizer& tok, const ChatTemplate* chat,
                                        const std::string& haystack, const NiahOptions& o, ThreadPool& pool) {
   if (o.trials < 1) return InvalidArgumentError("trials must be >= 1");
   TQ_ASSIGN_OR_RETURN(auto layout, KvLayout::Create(model.hparams(), o.kv));
   const std::vector<int32_t> filler = tok.Encode(haystack, {.add_special = false});
   const std::string question =
-      "\n\nQuestion: What is the secret number mentioned in the text above? Answer with the number only.";
+      chat != nullptr
+          ? "\n\nQuestion: What is the secret number mentioned in the text above? Answer with the number only."
+          : "\n\nIn the text above, the secret number is";
+  // The prompt around `text`: the chat template's user turn, or the text itself then the sentence to complete.
+  auto render = [&](const std::string& text) -> StatusOr<std::string> {
+    if (chat == nullptr) return text + question;
+    return RenderChat(*chat, {{"user", text + question}});
+  };
   std::mt19937_64 rng(o.seed);
   NiahResult result;
   int found_total = 0, trials_total = 0;
@@ -56,7 +63,7 @@ StatusOr<NiahResult> NeedleInAHaystack(const Model& model, const Tokenizer& tok,
         const std::string secret = std::to_string(100000 + rng() % 900000);
         const std::string needle = " The secret number is " + secret + ". ";
         // Token budget for the filler: the target minus everything else.
-        TQ_ASSIGN_OR_RETURN(std::string empty, RenderChat(chat, {{"user", needle + question}}));
+        TQ_ASSIGN_OR_RETURN(std::string empty, render(needle));
         const int overhead = static_cast<int>(tok.Encode(empty, {.add_special = true, .parse_special = true}).size());
         const int budget = length - overhead;
         if (budget < 16) return InvalidArgumentError("length " + std::to_string(length) + " is too short");
@@ -70,7 +77,7 @@ StatusOr<NiahResult> NeedleInAHaystack(const Model& model, const Tokenizer& tok,
         const std::vector<int32_t> before(filler.begin() + offset, filler.begin() + offset + at);
         const std::vector<int32_t> after(filler.begin() + offset + at, filler.begin() + offset + budget);
         const std::string text = tok.Decode(before) + needle + tok.Decode(after);
-        TQ_ASSIGN_OR_RETURN(std::string rendered, RenderChat(chat, {{"user", text + question}}));
+        TQ_ASSIGN_OR_RETURN(std::string rendered, render(text));
         const std::vector<int32_t> prompt = tok.Encode(rendered, {.add_special = true, .parse_special = true});
         if (static_cast<int>(prompt.size()) + kAnswerTokens > model.hparams().n_ctx_train) {
           return InvalidArgumentError("length " + std::to_string(length) + " exceeds the model's context");

@@ -1,5 +1,6 @@
-// Needle in a haystack: a chat model reads filler text of a given length with one "needle" sentence placed at a
-// given depth, then is asked for the needle's secret number. Accuracy per (context length, depth) tells how well
+// Needle in a haystack: a model reads filler text of a given length with one "needle" sentence placed at a
+// given depth, then is asked for the needle's secret number: a chat model by a question in its chat template, a
+// base model (no template) by a sentence it completes with the number. Accuracy per (context length, depth) tells how well
 // a KV configuration keeps what is far back in the context.
 #pragma once
 
@@ -42,7 +43,9 @@ struct NiahResult {
   double seconds = 0;
 };
 
-StatusOr<NiahResult> NeedleInAHaystack(const Model& model, const Tokenizer& tokenizer, const ChatTemplate& chat,
+// chat: the model's template, or null for the completion prompt (text, then "In the text above, the secret number
+// is", which the model continues).
+StatusOr<NiahResult> NeedleInAHaystack(const Model& model, const Tokenizer& tokenizer, const ChatTemplate* chat,
                                        const std::string& haystack, const NiahOptions& options, ThreadPool& pool);
 
 }  // namespace tq::engine

@@ -27,6 +27,17 @@ expect_rc 0 "eval niah on a terminal" -- script -qec "'$bin' eval niah -m '$mode
   --depths 0.5 --trials 2 -t 2" /dev/null
 expect_out "niah: needle 2/2 (100%)" "eval niah shows the needles done"
 expect_out "found " "and the needles found so far"
+# The completion prompt (what a base model without a chat template gets by default) on the same model: it runs,
+# says which style it used, and the 6x preset is named in the JSON.
+expect_rc 0 "eval niah --style completion" -- "$bin" eval niah -m "$model" -f "$text" --lengths 256 --depths 0.5 \
+  --trials 2 -t 2 --style completion --kv-preset 6x --json
+echo "$out" | sed -n '/^{/,$p' > "$tmp/niah.json"
+[ "$(json "$tmp/niah.json" "d['style']")" = completion ] && pass "niah JSON names the completion style" \
+  || fail "niah style: $(cat "$tmp/niah.json")"
+[ "$(json "$tmp/niah.json" "d['kv_preset']")" = 6x ] && pass "niah JSON names the preset" || fail "niah preset"
+[ "$(json "$tmp/niah.json" "sum(c['trials'] for c in d['cells'])")" = 2 ] && pass "two needles asked" \
+  || fail "niah trials"
+expect_rc 2 "unknown niah style" -- "$bin" eval niah -m "$model" -f "$text" --style riddle
 expect_rc 0 "calibrate on a terminal" -- script -qec "'$bin' calibrate -m '$model' -f '$text' --ctx 128 --chunks 2 \
   -t 2 -o '$tmp/progress-profile.json'" /dev/null
 expect_out "calibrate: chunk 2/2 (100%)" "calibrate (concentration) shows the chunks done"
