@@ -159,7 +159,8 @@ std::vector<Option> BuildOptionTable(Config* c) {
 
   // KV cache.
   const std::vector<std::string> formats = {"auto", "f32", "f16", "int8", "tq2", "tq3", "tq4", "tq8",
-                                            "tq2.5", "tq3.5", "tq3p", "tq4p", "tq2c", "tq3c", "tq4c"};
+                                            "tq2.5", "tq3.5", "tq3p", "tq4p", "tq2c", "tq3c", "tq4c", "tq2.5c",
+                                            "tq3.5c"};
   Add(&t, "kv.k_format", "kv-k", "Key format (`tqserve formats` lists them); auto = f16",
       EnumField(&c->kv.k_format, "auto", formats));
   Add(&t, "kv.v_format", "kv-v", "Value format; auto = f16", EnumField(&c->kv.v_format, "auto", formats));

@@ -220,8 +220,8 @@ void KvCodec::EncodeTq(const float* x, int token, uint8_t* page, float* norms8, 
                               : c2 > 0.0                                  ? static_cast<float>(norm / std::sqrt(c2))
                                                                           : norm;
       if (layout_.norm_bytes == 1) {  // compact: coded once the page's norms are all known (QuantizeNorms8)
-        norms8[token] = corrected;
-        continue;  // one segment, no sketch: the residual is not needed
+        norms8[static_cast<size_t>(seg.norm_slot) * kPageTokens + token] = corrected;
+        continue;  // no sketch in a compact format: the residual is not needed
       }
       const uint16_t norm_half = FloatToHalf(corrected);
       NormSlot(page, layout_, seg.norm_slot)[token] = norm_half;
@@ -341,11 +341,14 @@ Status KvCodec::EncodePageReference(const float* x, int n, std::span<uint8_t> pa
     case FormatKind::kTqMse:
     case FormatKind::kTqOutlier:
     case FormatKind::kTqProd: {
-      std::vector<float> norms8(layout_.norm_bytes == 1 ? kPageTokens : 0);
+      // Compact: [norms][kPageTokens], slot-major as on the page; tokens past n stay 0 (code 0).
+      std::vector<float> norms8(layout_.norm_bytes == 1 ? static_cast<size_t>(layout_.norms) * kPageTokens : 0, 0.0f);
       for (int token = 0; token < n; ++token) {
         EncodeTq(x + static_cast<size_t>(token) * d, token, page.data(), norms8.data(), rule);
       }
-      if (layout_.norm_bytes == 1) header.scale = QuantizeNorms8(norms8.data(), n, page.data() + layout_.norms_offset);
+      if (layout_.norm_bytes == 1) {
+        header.scale = QuantizeNorms8(norms8.data(), CompactNormCount(layout_, n), page.data() + layout_.norms_offset);
+      }
       break;
     }
   }

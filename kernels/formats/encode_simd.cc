@@ -413,7 +413,8 @@ uint16_t* NormSlot(const EncodeJob& job, int slot) {
          static_cast<size_t>(slot) * kPageTokens;
 }
 
-// norms8: compact formats, [kPageTokens] where the tokens' norms go (coded per page by QuantizeNorms8); else null.
+// norms8: compact formats, [norms][kPageTokens] where the tokens' norms go, slot-major (coded per page by
+// QuantizeNorms8); else null.
 void EncodeTqGroup(const EncodeJob& job, int token0, int valid, Scratch& s, uint8_t* group, float* norms8) {
   const DF df;
   const DI di;
@@ -461,7 +462,7 @@ void EncodeTqGroup(const EncodeJob& job, int token0, int valid, Scratch& s, uint
                                 : sums[t] > 0.0        ? static_cast<float>(norm[t] / std::sqrt(sums[t]))
                                                        : norm[t];
         if (norms8 != nullptr) {
-          if (t < valid) norms8[token0 + t] = corrected;
+          if (t < valid) norms8[static_cast<size_t>(seg.norm_slot) * kPageTokens + token0 + t] = corrected;
           stored[t] = corrected;
           continue;
         }
@@ -576,7 +577,7 @@ EncodeResult EncodePage(const EncodeJob& job) {
     return result;
   }
   Scratch s(d);
-  alignas(64) float norms8[kPageTokens];
+  alignas(64) float norms8[2 * kPageTokens] = {};  // compact: [norms <= 2][kPageTokens]
   const bool compact = layout.norm_bytes == 1;
   for (int token0 = 0; token0 < job.n; token0 += kT) {
     const int valid = std::min(kT, job.n - token0);
@@ -590,7 +591,7 @@ EncodeResult EncodePage(const EncodeJob& job) {
       case FormatKind::kTqProd: EncodeTqGroup(job, token0, valid, s, group, compact ? norms8 : nullptr); break;
     }
   }
-  if (compact) result.scale = QuantizeNorms8(norms8, job.n, job.page + layout.norms_offset);
+  if (compact) result.scale = QuantizeNorms8(norms8, CompactNormCount(layout, job.n), job.page + layout.norms_offset);
   return result;
 }
 

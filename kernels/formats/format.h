@@ -28,6 +28,8 @@ enum class KvFormat : uint8_t {
   kTq2c = 11,
   kTq3c = 12,
   kTq4c = 13,
+  kTq2_5c = 14,
+  kTq3_5c = 15,
 };
 
 // How a format codes one vector.
@@ -49,7 +51,7 @@ struct FormatInfo {
   std::string_view what;  // one line for `tqserve formats`
 };
 
-inline constexpr std::array<FormatInfo, 13> kFormatTable = {{
+inline constexpr std::array<FormatInfo, 15> kFormatTable = {{
     {KvFormat::kF16, "f16", FormatKind::kFloat16, 16, 0, 2, "IEEE half, not rotated"},
     {KvFormat::kInt8, "int8", FormatKind::kInt8, 8, 0, 2,
      "symmetric int8, one fp32 scale per (head, 128-token page), optional robust clamp"},
@@ -68,6 +70,10 @@ inline constexpr std::array<FormatInfo, 13> kFormatTable = {{
     {KvFormat::kTq2c, "tq2c", FormatKind::kTqMse, 2, 1, 1, "tq2 with 8-bit norms (one fp32 scale per page)"},
     {KvFormat::kTq3c, "tq3c", FormatKind::kTqMse, 3, 1, 1, "tq3 with 8-bit norms (one fp32 scale per page)"},
     {KvFormat::kTq4c, "tq4c", FormatKind::kTqMse, 4, 1, 1, "tq4 with 8-bit norms (one fp32 scale per page)"},
+    {KvFormat::kTq2_5c, "tq2.5c", FormatKind::kTqOutlier, 2, 2, 1,
+     "tq2.5 with 8-bit norms (both parts' norms against one fp32 scale per page)"},
+    {KvFormat::kTq3_5c, "tq3.5c", FormatKind::kTqOutlier, 3, 2, 1,
+     "tq3.5 with 8-bit norms (both parts' norms against one fp32 scale per page)"},
 }};
 
 // Tokens per page (one page = one (sequence, layer, KV head) x up to this many consecutive tokens).

@@ -82,10 +82,14 @@ struct CodeLayout {
 CodeLayout MakeCodeLayout(KvFormat format, int head_dim);
 StatusOr<size_t> PageBytes(KvFormat format, int head_dim);
 
-// Compact formats: the 8-bit norm codes of one slot, [kPageTokens]: code = round(norm / scale) with scale =
-// max(norms) / 255 over the first n tokens (0 when all are 0). Returns the scale. The one rounding rule of every
-// encoder (reference, SIMD, CUDA), so their pages agree byte for byte.
+// Compact formats: the 8-bit norm codes of the first n entries of `norms` (slot-major, [slot][kPageTokens], as on
+// the page): code = round(norm / scale) with scale = max(norms) / 255 over them (0 when all are 0); one scale for
+// every slot. Returns the scale. The one rounding rule of every encoder (reference, SIMD, CUDA), so their pages
+// agree byte for byte.
 float QuantizeNorms8(const float* norms, int n, uint8_t* codes);
+// The entries QuantizeNorms8 codes for a page of n tokens: every slot but the last in full (their tokens past n are
+// 0), then n.
+inline int CompactNormCount(const CodeLayout& layout, int n) { return (layout.norms - 1) * kPageTokens + n; }
 
 // The norm of `token` in norm slot `slot`: fp16, or code * scale (scale = the header's) for compact formats.
 float ReadNorm(const uint8_t* page, const CodeLayout& layout, int slot, int token, float scale);
