@@ -147,22 +147,7 @@ void RotateRows(const HadamardParams& p, float* rows, float* tmp) {
 
 // ---- Sums over coordinates, per token, in fp64 and ascending coordinate order (the reference's). ----
 
-// sums[t] = sum_i rows[i][t]^2 for i in [0, n).
-void SumSquares(const float* rows, int n, double* sums) {
-  const DD dd;
-  const DFD dfd;
-  VD acc[kBlocksD];
-  for (size_t b = 0; b < kBlocksD; ++b) acc[b] = hn::Zero(dd);
-  for (int i = 0; i < n; ++i) {
-    for (size_t b = 0; b < kBlocksD; ++b) {
-      const VD v = hn::PromoteTo(dd, hn::Load(dfd, rows + i * kT + b * kND));
-      acc[b] = hn::MulAdd(v, v, acc[b]);  // v * v is exact in fp64
-    }
-  }
-  for (size_t b = 0; b < kBlocksD; ++b) hn::Store(acc[b], dd, sums + b * kND);
-}
-
-// dots[t] = sum_i a[i][t] * b[i][t] in fp64, i in order (the reference's order; each product is exact in fp64).
+// dots[t] = sum_i a[i][t] * b[i][t] for i in [0, n) (each product is exact in fp64).
 void DotRows(const float* a, const float* b, int n, double* dots) {
   const DD dd;
   const DFD dfd;
@@ -177,6 +162,9 @@ void DotRows(const float* a, const float* b, int n, double* dots) {
   }
   for (size_t k = 0; k < kBlocksD; ++k) hn::Store(acc[k], dd, dots + k * kND);
 }
+
+// sums[t] = sum_i rows[i][t]^2 for i in [0, n).
+void SumSquares(const float* rows, int n, double* sums) { DotRows(rows, rows, n, sums); }
 
 // ---- Centroid search: code = #{k : !(t < boundary_k)} (std::upper_bound's index, NaN included). ----
 
