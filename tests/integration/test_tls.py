@@ -1,6 +1,7 @@
 """TLS on both front ends (server.tls_cert_file, server.tls_key_file) with a self-signed certificate made here:
-the openai client over HTTPS (httpx verifying against the certificate), grpcio over ssl_channel_credentials;
-plaintext is refused; bad TLS options stop start-up with exit 1 and a log line naming the option."""
+the openai client over HTTPS (httpx2, the HTTP library of the pinned openai package, verifying against the
+certificate), grpcio over ssl_channel_credentials; plaintext is refused; bad TLS options stop start-up with exit 1
+and a log line naming the option."""
 import http.client as http_client
 import json
 import os
@@ -12,7 +13,7 @@ import tempfile
 import time
 
 import grpc
-import httpx
+import httpx2
 import openai
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -50,7 +51,7 @@ def tls_daemon(certs):
 def test_openai_client_over_https(tls_daemon, certs):
     _, (cert, _) = certs
     assert tls_daemon.url.startswith("https://")
-    with httpx.Client(verify=ssl.create_default_context(cafile=cert), timeout=60) as h:
+    with httpx2.Client(verify=ssl.create_default_context(cafile=cert), timeout=60) as h:
         client = openai.OpenAI(base_url=tls_daemon.url + "/v1", api_key="unused", max_retries=0, http_client=h)
         model = client.models.list().data[0].id
         r = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Say hi"}],
