@@ -128,7 +128,7 @@ StatusOr<Preset> FindPreset(std::string_view name) {
                                         {"chat", 0.20, 0.65},
                                         {"auto", 0.10, 0.50},
                                         {"5x", 0.0, 1.0, "tq3c", "tq3c", false},
-                                        {"6x", 0.0, 1.0, "tq3c/tq2c", "tq3c/tq2c", false},
+                                        {"6x", 0.0, 1.0, "tq3c/tq2c", "tq3c/tq2c", false, 0, "tq3c/tq2.5c", 2.7},
                                         kDefaultPreset};
   for (const Preset& p : kPresets) {
     if (p.name == name) return p;

@@ -51,9 +51,10 @@ Status SaveHeadProfile(const HeadProfile& profile, const std::string& path);
 // (10:60:30), chat (20:65:15), auto (the seed's percentile rule: above P90 HOT, P40 to P90 ACTIVE, below P40
 // SPARSE), or explicit shares "HOT:ACTIVE:SPARSE" (three non-negative numbers with a positive sum, taken as
 // proportions: "10:50:40", "89:0:1"; name "shares").
-// "5x" and "6x" (issue 38's low-bit rows; docs/kv.md) put every head ACTIVE (the warm tier) in one compact format,
-// tq3c and tq3c keys / tq2c values: 3.19 and 2.69 bits per value at head_dim 64, 5.0x and 5.95x smaller than f16.
-// They need no profile.
+// "5x" and "6x" (issue 38's low-bit rows; docs/kv.md) put every head ACTIVE (the warm tier) in one compact format
+// within a budget of page bits per value (every byte of a page counted): 5x tq3c (3.19 bits at head_dim 64);
+// 6x tq3c keys with tq2.5c values where that fits 2.7 bits (head_dim >= 256: 2.69), else tq3c / tq2c (2.69 at
+// head_dim 64). They need no profile.
 // "default" (the server's default, docs/kv.md "The default") needs no profile: without one it ranks heads by
 // DepthProfile, and it brings its own ACTIVE and SPARSE formats (used where kv.active_format / kv.sparse_format
 // are "auto").
@@ -65,6 +66,10 @@ struct Preset {
   std::string_view sparse_format = "tq4";
   bool needs_profile = true;  // false: DepthProfile when no profile is given
   int boundary_layers = 0;    // the first and last N layers HOT f16 where kv.boundary_layers is -1 (at most L/2)
+  // Where non-empty, the format "auto" means for ACTIVE and SPARSE at the model's head_dim if its page bits per
+  // value (the mean of keys and values) are at most max_page_bits; active_format / sparse_format otherwise.
+  std::string_view preferred_format = "";
+  double max_page_bits = 0;
 };
 StatusOr<Preset> FindPreset(std::string_view name);
 

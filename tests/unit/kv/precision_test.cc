@@ -183,30 +183,35 @@ TEST(PrecisionTest, DefaultPresetRanksByDepthWithoutAProfile) {
 }
 
 // The low-bit presets: every head ACTIVE (warm tier) in one compact format, no profile, no f16 layers; 6x is
-// within issue 38's 2.7 bits per value counting every byte of a page, at head_dim 64 and 256.
+// within issue 38's 2.7 bits per value counting every byte of a page, at head_dim 64, 128 and 256, and takes
+// tq2.5c values only where they fit (head_dim 256: 2.69 bits; 128: 2.75).
 TEST(PrecisionTest, LowBitPresetsPutEveryHeadInOneCompactFormat) {
   HParams hp = TenLayers();
-  for (const auto& [name, k, v, max_bits] :
-       {std::tuple{"5x", kernels::KvFormat::kTq3c, kernels::KvFormat::kTq3c, 3.2},
-        std::tuple{"6x", kernels::KvFormat::kTq3c, kernels::KvFormat::kTq2c, 2.7}}) {
-    for (int d : {64, 256}) {
-      hp.head_dim = d;
-      auto layout = KvLayout::Create(hp, KvSpec{.preset = name});
-      ASSERT_TRUE(layout.ok()) << name << ": " << layout.status().ToString();
-      EXPECT_EQ((*layout)->class_heads(), (std::array<int, 3>{0, 20, 0})) << name;
-      for (int l = 0; l < 10; ++l) {
-        EXPECT_EQ((*layout)->head(l, 1).k, k) << name << " layer " << l;
-        EXPECT_EQ((*layout)->head(l, 1).v, v) << name << " layer " << l;
-      }
-      EXPECT_LE((*layout)->page_bits_per_value(), max_bits) << name << " d=" << d;
-      EXPECT_GE(16.0 / (*layout)->page_bits_per_value(), name == std::string("5x") ? 5.0 : 5.9) << name;
+  using kernels::KvFormat;
+  for (const auto& [name, d, k, v, max_bits] : {std::tuple{"5x", 64, KvFormat::kTq3c, KvFormat::kTq3c, 3.2},
+                                                std::tuple{"5x", 256, KvFormat::kTq3c, KvFormat::kTq3c, 3.2},
+                                                std::tuple{"6x", 64, KvFormat::kTq3c, KvFormat::kTq2c, 2.7},
+                                                std::tuple{"6x", 128, KvFormat::kTq3c, KvFormat::kTq2c, 2.7},
+                                                std::tuple{"6x", 256, KvFormat::kTq3c, KvFormat::kTq2_5c, 2.7}}) {
+    hp.head_dim = d;
+    auto layout = KvLayout::Create(hp, KvSpec{.preset = name});
+    ASSERT_TRUE(layout.ok()) << name << ": " << layout.status().ToString();
+    EXPECT_EQ((*layout)->class_heads(), (std::array<int, 3>{0, 20, 0})) << name;
+    for (int l = 0; l < 10; ++l) {
+      EXPECT_EQ((*layout)->head(l, 1).k, k) << name << " d=" << d << " layer " << l;
+      EXPECT_EQ((*layout)->head(l, 1).v, v) << name << " d=" << d << " layer " << l;
     }
+    EXPECT_LE((*layout)->page_bits_per_value(), max_bits) << name << " d=" << d;
+    EXPECT_GE(16.0 / (*layout)->page_bits_per_value(), name == std::string("5x") ? 5.0 : 5.9) << name;
   }
-  // An explicit ACTIVE format still wins over the preset's.
-  hp.head_dim = 64;
-  auto mixed = KvLayout::Create(hp, KvSpec{.preset = "6x", .active_format = "tq4c/tq2c"});
-  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
-  EXPECT_EQ((*mixed)->head(3, 0).k, kernels::KvFormat::kTq4c);
+  // An explicit ACTIVE format still wins over the preset's, at any head_dim.
+  for (int d : {64, 256}) {
+    hp.head_dim = d;
+    auto mixed = KvLayout::Create(hp, KvSpec{.preset = "6x", .active_format = "tq4c/tq2c"});
+    ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+    EXPECT_EQ((*mixed)->head(3, 0).k, kernels::KvFormat::kTq4c);
+    EXPECT_EQ((*mixed)->head(3, 0).v, kernels::KvFormat::kTq2c);
+  }
 }
 
 TEST(PrecisionTest, ExplicitSharesPreset) {
