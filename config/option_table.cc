@@ -169,8 +169,8 @@ std::vector<Option> BuildOptionTable(Config* c) {
       "preset: 0); any other value overrides the preset's",
       IntField(&c->kv.boundary_layers, -1, -1, 512));
   Add(&t, "kv.preset", "kv-preset",
-      "Precision classes per head: default (no profile needed; docs/kv.md), 5x (tq3c) and 6x (tq3c keys, tq2c "
-      "values; 5x and 6x smaller than f16, no profile needed), code 15:70:15, longdoc 10:60:30, chat 20:65:15, "
+      "Precision classes per head: default (no profile needed; docs/kv.md), 5x and 6x (compact formats within "
+      "3.2 and 2.7 bits per value, chosen by head_dim; no profile needed), code 15:70:15, longdoc 10:60:30, chat 20:65:15, "
       "auto (P90/P40), HOT:ACTIVE:SPARSE, uniform:FMT (uniform:f16 = uncompressed); empty = "
       "kv.k_format/kv.v_format everywhere",
       StringField(&c->kv.preset, "default"));
@@ -182,10 +182,10 @@ std::vector<Option> BuildOptionTable(Config* c) {
       StringField(&c->kv.profile, ""));
   Add(&t, "kv.hot_format", "kv-hot", "Format of HOT heads: FMT or KFMT/VFMT", StringField(&c->kv.hot_format, "f16"));
   Add(&t, "kv.active_format", "kv-active",
-      "Format of ACTIVE heads: FMT or KFMT/VFMT; auto = the preset's (default: int8/tq4, 5x: tq3c, 6x: "
-      "tq3c/tq2c, the others: int8)",
+      "Format of ACTIVE heads: FMT or KFMT/VFMT; auto = the preset's (default: int8/tq4; 5x: tq3.5c/tq3c at "
+      "head_dim 256, else tq3c; 6x: tq3c/tq2.5c at head_dim 256, else tq3c/tq2c; the others: int8)",
       StringField(&c->kv.active_format, "auto"));
-  Add(&t, "kv.sparse_format", "kv-sparse", "Format of SPARSE heads: FMT or KFMT/VFMT; auto = the preset's (tq4)",
+  Add(&t, "kv.sparse_format", "kv-sparse", "Format of SPARSE heads: FMT or KFMT/VFMT; auto = the preset's (5x and 6x: as ACTIVE; the others: tq4)",
       StringField(&c->kv.sparse_format, "auto"));
   Add(&t, "kv.hot_bytes", "kv-hot-bytes",
       "Budget of the hot tier (RAM; HBM with a GPU) for full KV pages: HOT heads, and others' overflow; 0 = none",

@@ -127,7 +127,7 @@ StatusOr<Preset> FindPreset(std::string_view name) {
                                         {"longdoc", 0.10, 0.60},
                                         {"chat", 0.20, 0.65},
                                         {"auto", 0.10, 0.50},
-                                        {"5x", 0.0, 1.0, "tq3c", "tq3c", false},
+                                        {"5x", 0.0, 1.0, "tq3c", "tq3c", false, 0, "tq3.5c/tq3c", 3.2},
                                         {"6x", 0.0, 1.0, "tq3c/tq2c", "tq3c/tq2c", false, 0, "tq3c/tq2.5c", 2.7},
                                         kDefaultPreset};
   for (const Preset& p : kPresets) {

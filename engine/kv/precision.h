@@ -52,9 +52,9 @@ Status SaveHeadProfile(const HeadProfile& profile, const std::string& path);
 // SPARSE), or explicit shares "HOT:ACTIVE:SPARSE" (three non-negative numbers with a positive sum, taken as
 // proportions: "10:50:40", "89:0:1"; name "shares").
 // "5x" and "6x" (issue 38's low-bit rows; docs/kv.md) put every head ACTIVE (the warm tier) in one compact format
-// within a budget of page bits per value (every byte of a page counted): 5x tq3c (3.19 bits at head_dim 64);
-// 6x tq3c keys with tq2.5c values where that fits 2.7 bits (head_dim >= 256: 2.69), else tq3c / tq2c (2.69 at
-// head_dim 64). They need no profile.
+// within a budget of page bits per value (every byte of a page counted): 5x tq3.5c keys with tq3c values where
+// that fits 3.2 bits (head_dim 256: 3.19), else tq3c (3.19 at head_dim 64); 6x tq3c keys with tq2.5c values where
+// that fits 2.7 bits (head_dim 256: 2.69), else tq3c / tq2c (2.69 at head_dim 64). They need no profile.
 // "default" (the server's default, docs/kv.md "The default") needs no profile: without one it ranks heads by
 // DepthProfile, and it brings its own ACTIVE and SPARSE formats (used where kv.active_format / kv.sparse_format
 // are "auto").

@@ -184,12 +184,14 @@ TEST(PrecisionTest, DefaultPresetRanksByDepthWithoutAProfile) {
 
 // The low-bit presets: every head ACTIVE (warm tier) in one compact format, no profile, no f16 layers; 6x is
 // within issue 38's 2.7 bits per value counting every byte of a page, at head_dim 64, 128 and 256, and takes
-// tq2.5c values only where they fit (head_dim 256: 2.69 bits; 128: 2.75).
+// tq2.5c values only where they fit (head_dim 256: 2.69 bits; 128: 2.75); 5x takes tq3.5c keys within 3.2 bits
+// (head_dim 256: 3.19; 128: 3.25).
 TEST(PrecisionTest, LowBitPresetsPutEveryHeadInOneCompactFormat) {
   HParams hp = TenLayers();
   using kernels::KvFormat;
   for (const auto& [name, d, k, v, max_bits] : {std::tuple{"5x", 64, KvFormat::kTq3c, KvFormat::kTq3c, 3.2},
-                                                std::tuple{"5x", 256, KvFormat::kTq3c, KvFormat::kTq3c, 3.2},
+                                                std::tuple{"5x", 128, KvFormat::kTq3c, KvFormat::kTq3c, 3.2},
+                                                std::tuple{"5x", 256, KvFormat::kTq3_5c, KvFormat::kTq3c, 3.2},
                                                 std::tuple{"6x", 64, KvFormat::kTq3c, KvFormat::kTq2c, 2.7},
                                                 std::tuple{"6x", 128, KvFormat::kTq3c, KvFormat::kTq2c, 2.7},
                                                 std::tuple{"6x", 256, KvFormat::kTq3c, KvFormat::kTq2_5c, 2.7}}) {
