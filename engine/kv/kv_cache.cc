@@ -37,14 +37,16 @@ StatusOr<HeadKvFormat> ParseClassFormat(const std::string& text, int head_dim, P
   return h;
 }
 
-// The format a preset's "auto" means for a class: its preferred format where that fits its budget at this
-// head_dim, else `fallback` (the preset's active_format or sparse_format).
-StatusOr<std::string> AutoFormat(const Preset& preset, std::string_view fallback, int head_dim) {
+// The format a preset's "auto" means for a class: its preferred format where that supports this head_dim and
+// fits its budget there, else `fallback` (the preset's active_format or sparse_format).
+std::string AutoFormat(const Preset& preset, std::string_view fallback, int head_dim) {
   if (!preset.preferred_format.empty()) {
-    TQ_ASSIGN_OR_RETURN(HeadKvFormat h,
-                        ParseClassFormat(std::string(preset.preferred_format), head_dim, PrecisionClass::kActive));
-    const double bits = (kernels::PageBitsPerValue(h.k, head_dim) + kernels::PageBitsPerValue(h.v, head_dim)) / 2;
-    if (bits <= preset.max_page_bits) return std::string(preset.preferred_format);
+    const StatusOr<HeadKvFormat> h =
+        ParseClassFormat(std::string(preset.preferred_format), head_dim, PrecisionClass::kActive);
+    if (h.ok() && (kernels::PageBitsPerValue(h->k, head_dim) + kernels::PageBitsPerValue(h->v, head_dim)) / 2 <=
+                      preset.max_page_bits) {
+      return std::string(preset.preferred_format);
+    }
   }
   return std::string(fallback);
 }
@@ -106,13 +108,10 @@ StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, co
                                   " layers x " + std::to_string(profile.n_kv_heads) + " KV heads; the model has " +
                                   std::to_string(L) + " x " + std::to_string(H));
     }
-    std::string active_name = spec.active_format, sparse_name = spec.sparse_format;
-    if (active_name == "auto") {
-      TQ_ASSIGN_OR_RETURN(active_name, AutoFormat(preset, preset.active_format, d));
-    }
-    if (sparse_name == "auto") {
-      TQ_ASSIGN_OR_RETURN(sparse_name, AutoFormat(preset, preset.sparse_format, d));
-    }
+    const std::string active_name =
+        spec.active_format == "auto" ? AutoFormat(preset, preset.active_format, d) : spec.active_format;
+    const std::string sparse_name =
+        spec.sparse_format == "auto" ? AutoFormat(preset, preset.sparse_format, d) : spec.sparse_format;
     TQ_ASSIGN_OR_RETURN(HeadKvFormat hot, ParseClassFormat(spec.hot_format, d, PrecisionClass::kHot));
     TQ_ASSIGN_OR_RETURN(HeadKvFormat active, ParseClassFormat(active_name, d, PrecisionClass::kActive));
     TQ_ASSIGN_OR_RETURN(HeadKvFormat sparse, ParseClassFormat(sparse_name, d, PrecisionClass::kSparse));

@@ -185,11 +185,13 @@ TEST(PrecisionTest, DefaultPresetRanksByDepthWithoutAProfile) {
 // The low-bit presets: every head ACTIVE (warm tier) in one compact format, no profile, no f16 layers; 6x is
 // within issue 38's 2.7 bits per value counting every byte of a page, at head_dim 64, 128 and 256, and takes
 // tq2.5c values only where they fit (head_dim 256: 2.69 bits; 128: 2.75); 5x takes tq3.5c keys within 3.2 bits
-// (head_dim 256: 3.19; 128: 3.25).
+// (head_dim 256: 3.19; 128: 3.25). At head_dim 16, where the outlier formats do not exist, 6x falls back to
+// tq3c/tq2c (whose header and norms cost more there: 3.25 bits).
 TEST(PrecisionTest, LowBitPresetsPutEveryHeadInOneCompactFormat) {
   HParams hp = TenLayers();
   using kernels::KvFormat;
   for (const auto& [name, d, k, v, max_bits] : {std::tuple{"5x", 64, KvFormat::kTq3c, KvFormat::kTq3c, 3.2},
+                                                std::tuple{"6x", 16, KvFormat::kTq3c, KvFormat::kTq2c, 3.25},
                                                 std::tuple{"5x", 128, KvFormat::kTq3c, KvFormat::kTq3c, 3.2},
                                                 std::tuple{"5x", 256, KvFormat::kTq3_5c, KvFormat::kTq3c, 3.2},
                                                 std::tuple{"6x", 64, KvFormat::kTq3c, KvFormat::kTq2c, 2.7},
@@ -204,7 +206,9 @@ TEST(PrecisionTest, LowBitPresetsPutEveryHeadInOneCompactFormat) {
       EXPECT_EQ((*layout)->head(l, 1).v, v) << name << " d=" << d << " layer " << l;
     }
     EXPECT_LE((*layout)->page_bits_per_value(), max_bits) << name << " d=" << d;
-    EXPECT_GE(16.0 / (*layout)->page_bits_per_value(), name == std::string("5x") ? 5.0 : 5.9) << name;
+    if (d >= 64) {
+      EXPECT_GE(16.0 / (*layout)->page_bits_per_value(), name == std::string("5x") ? 5.0 : 5.9) << name;
+    }
   }
   // An explicit ACTIVE format still wins over the preset's, at any head_dim.
   for (int d : {64, 256}) {
