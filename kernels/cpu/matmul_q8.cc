@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/weights/half.h"
 #include "kernels/weights/weight_ref.h"
@@ -602,18 +603,26 @@ constexpr bool HasDirectTile(WeightType type) {
          type == WeightType::kQ5_0 || (TQ_Q8_512 && (type == WeightType::kQ4_K || type == WeightType::kQ6_K));
 }
 
+// Whether the type's direct tile streams its rows itself (matmul_q8_direct_k-inl.h); else RunDirect prefetches
+// each tile ahead in one burst.
+constexpr bool StreamsItself(WeightType type) {
+  return TQ_Q8_512 && (type == WeightType::kQ4_K || type == WeightType::kQ6_K);
+}
+
+// `codes`: for Q4_K on AVX-512, the records' codes after PermuteForQ4K ([kT, cols]); unused otherwise.
 template <WeightType kType, int kT>
 void AnyDirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int64_t stride,
-                   float out[kR][kTMax]) {
+                   const uint8_t* codes, float out[kR][kTMax]) {
 #if TQ_Q8_512
   if constexpr (kType == WeightType::kQ4_K) {
-    DirectTileQ4K<kT>(w, cols, acts, stride, out);
+    DirectTileQ4K<kT>(w, cols, acts, stride, codes, out);
   } else if constexpr (kType == WeightType::kQ6_K) {
     DirectTileQ6K<kT>(w, cols, acts, stride, out);
   } else {
     DirectTile<kType, kT>(w, cols, acts, stride, out);
   }
 #else
+  (void)codes;
   DirectTile<kType, kT>(w, cols, acts, stride, out);
 #endif
 }
@@ -623,20 +632,29 @@ constexpr int64_t kDirectMaxBatch = 4;  // beyond it the panel tiles win (they u
 template <WeightType kType>
 void RunDirect(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64_t row_end) {
   const int64_t stride = Q8ActivationStride(a.cols);
+  thread_local std::vector<uint8_t> codes;  // Q4_K's reordered activation codes, [batch, cols]
+#if TQ_Q8_512
+  if constexpr (kType == WeightType::kQ4_K) {
+    if (codes.size() < static_cast<size_t>(a.batch * a.cols)) codes.resize(a.batch * a.cols);
+    PermuteForQ4K(acts, stride, a.batch, a.cols, codes.data());
+  }
+#endif
   float out[kR][kTMax];
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kR) {
     const int n = static_cast<int>(std::min<int64_t>(kR, row_end - r0));
     const uint8_t* w[kR];
     for (int r = 0; r < kR; ++r) w[r] = a.w + (r0 + (r < n ? r : 0)) * a.row_bytes;  // padding: row 0 again
-    PrefetchAhead(a.w + r0 * a.row_bytes, kR * a.row_bytes, a.w + row_end * a.row_bytes);
+    if constexpr (!StreamsItself(kType)) {
+      PrefetchAhead(a.w + r0 * a.row_bytes, kR * a.row_bytes, a.w + row_end * a.row_bytes);
+    }
     for (int64_t b0 = 0; b0 < a.batch; b0 += kTMax) {
       const int nt = static_cast<int>(std::min<int64_t>(kTMax, a.batch - b0));
       const uint8_t* at = acts + b0 * stride;
       switch (nt) {
-        case 1: AnyDirectTile<kType, 1>(w, a.cols, at, stride, out); break;
-        case 2: AnyDirectTile<kType, 2>(w, a.cols, at, stride, out); break;
-        case 3: if constexpr (kTMax >= 3) AnyDirectTile<kType, 3>(w, a.cols, at, stride, out); break;
-        default: if constexpr (kTMax >= 4) AnyDirectTile<kType, 4>(w, a.cols, at, stride, out); break;
+        case 1: AnyDirectTile<kType, 1>(w, a.cols, at, stride, codes.data() + b0 * a.cols, out); break;
+        case 2: AnyDirectTile<kType, 2>(w, a.cols, at, stride, codes.data() + b0 * a.cols, out); break;
+        case 3: if constexpr (kTMax >= 3) AnyDirectTile<kType, 3>(w, a.cols, at, stride, codes.data() + b0 * a.cols, out); break;
+        default: if constexpr (kTMax >= 4) AnyDirectTile<kType, 4>(w, a.cols, at, stride, codes.data() + b0 * a.cols, out); break;
       }
       for (int t = 0; t < nt; ++t) {
         float* yt = a.y + (b0 + t) * a.y_stride + r0;
