@@ -2,12 +2,9 @@
 // from the weight rows, unpacked in registers, with no panel (the panel costs a decode pass per row that, at batch
 // 1, takes longer than the product itself). Textually included by matmul_q8.cc inside its per-target namespace,
 // once per Highway target, after DirectTile: no include guard, by design. Uses kR, kTMax, DotQuads512 and
-// HorizontalSum from there.
+// HorizontalSum, kStreamAhead and PrefetchLines from there.
 //
-// Memory order: a tile reads its rows one after the other, each from start to end, so that a thread's whole row
-// range is one sequential stream, and asks for the bytes kStreamAhead past the super-block it reads (a steady
-// trickle of prefetches). Rows interleaved per super-block (four short streams) with one burst of prefetches per
-// tile read Q6_K from DRAM at about 10 GB/s a thread against 16-19 GB/s this way (bench_matmul MatMulStream).
+// Memory order as DirectTile's: each row start to end, kStreamAhead bytes prefetched ahead (PrefetchLines).
 //
 // Activation records (matmul_q8.h): int8 q[cols], then f32 d[nb], s[2 nb], sb[nb] with nb = cols / 32. Q4_K
 // reads its codes from a copy in which each super-block's 32-byte chunks are in the order the weight nibbles come
@@ -18,17 +15,6 @@
 // with the integer dots in int32 lanes of 4 codes (dpbusd), scaled per lane and accumulated in f32.
 
 #if TQ_Q8_512
-
-// Prefetch distance of the direct K-quant tiles in their sequential stream (4 to 16 KiB measured the same).
-constexpr int64_t kStreamAhead = 4096;
-
-// Asks for the cache lines of [p, p + n); p may lie past the matrix (a prefetch never faults).
-inline void PrefetchLines(const uint8_t* p, int64_t n) {
-  const auto first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
-  for (uintptr_t line = first; line < reinterpret_cast<uintptr_t>(p + n); line += 64) {
-    hwy::Prefetch(reinterpret_cast<const uint8_t*>(line));
-  }
-}
 
 // The codes of `batch` activation records, each super-block's 32-byte chunks reordered 0 2 1 3 4 6 5 7: chunk
 // pairs [sub 4h | sub 4h + 2] and [sub 4h + 1 | sub 4h + 3] as the Q4_K nibbles hold them (see DirectTileQ4K).
