@@ -35,6 +35,8 @@ inline constexpr int kR = 4;  // weight rows per panel (kMatMulRowTile)
 static_assert(kR == kMatMulRowTile);
 // Bytes of one panel row: codes, then f32 sc[2 * nb] and f32 mn[2 * nb].
 inline int64_t PanelRowBytes(int64_t cols) { return cols + (cols / 32) * 16; }
+// Bytes of one K-quant panel row on AVX-512 targets (matmul_q8_panel_k-inl.h).
+inline int64_t KPanelRowBytes(int64_t cols) { return 2 * cols + 8 * (cols / 32); }
 }  // namespace q8
 }  // namespace tq::kernels
 #endif
@@ -47,6 +49,7 @@ namespace tq::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using q8::kR;
+using q8::KPanelRowBytes;
 using q8::PanelRowBytes;
 
 #undef TQ_Q8_X86
@@ -72,11 +75,52 @@ inline float F16(const uint8_t* p) { return LoadHalf(p); }
 // Blocks with amax at or below this quantize to zero codes (127 / amax would overflow f32 near the subnormals).
 constexpr float kTinyAmax = 1e-30f;
 
-void QuantizeRows(const float* x, int64_t cols, int64_t b_begin, int64_t b_end, uint8_t* acts) {
+// Codes of one block of 32 at scale 127 / amax (0 for amax <= kTinyAmax); returns the sums of its two halves.
+inline void QuantizeBlock(const float* xb, float amax, int8_t* qb, int32_t sum[2]) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<int8_t, decltype(df)> d8;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const float inv = amax > kTinyAmax ? 127.0f / amax : 0.0f;
+  sum[0] = sum[1] = 0;
+  if (lanes <= 16) {
+    const auto vinv = hn::Set(df, inv);
+    auto vsum0 = hn::Zero(di), vsum1 = hn::Zero(di);
+    for (int64_t k = 0; k < 32; k += lanes) {
+      const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, xb + k), vinv));
+      hn::StoreU(hn::DemoteTo(d8, qi), d8, qb + k);
+      if (k < 16) {
+        vsum0 = hn::Add(vsum0, qi);
+      } else {
+        vsum1 = hn::Add(vsum1, qi);
+      }
+    }
+    sum[0] = hn::GetLane(hn::SumOfLanes(di, vsum0));
+    sum[1] = hn::GetLane(hn::SumOfLanes(di, vsum1));
+  } else {  // vectors wider than a half-block
+    for (int k = 0; k < 32; ++k) {
+      qb[k] = static_cast<int8_t>(std::nearbyint(xb[k] * inv));
+      sum[k / 16] += qb[k];
+    }
+  }
+}
+
+// max |x[i]| over n (a multiple of 32) values.
+inline float AbsMax(const float* x, int64_t n) {
+  const hn::ScalableTag<float> df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  if (lanes > 16) {
+    float amax = 0.0f;
+    for (int64_t k = 0; k < n; ++k) amax = std::max(amax, std::fabs(x[k]));
+    return amax;
+  }
+  auto vmax = hn::Zero(df);
+  for (int64_t k = 0; k < n; k += lanes) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, x + k)));
+  return hn::GetLane(hn::MaxOfLanes(df, vmax));
+}
+
+// `group` blocks of 32 share one scale: 1, or 8 (a K-quant super-block; cols is then a multiple of 256).
+void QuantizeRows(const float* x, int64_t cols, int64_t b_begin, int64_t b_end, int64_t group, uint8_t* acts) {
   const int64_t nb = cols / 32, stride = Q8ActivationStride(cols);
   for (int64_t b = b_begin; b < b_end; ++b) {
     const float* xr = x + b * cols;
@@ -84,40 +128,16 @@ void QuantizeRows(const float* x, int64_t cols, int64_t b_begin, int64_t b_end, 
     auto* q = reinterpret_cast<int8_t*>(rec);
     auto* d = reinterpret_cast<float*>(rec + cols);
     float* s = d + nb;
-    for (int64_t blk = 0; blk < nb; ++blk) {
-      const float* xb = xr + 32 * blk;
-      int8_t* qb = q + 32 * blk;
-      float amax = 0.0f;
-      int32_t sum[2] = {0, 0};
-      if (lanes <= 16) {
-        auto vmax = hn::Zero(df);
-        for (int64_t k = 0; k < 32; k += lanes) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + k)));
-        amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
-        const auto vinv = hn::Set(df, amax > kTinyAmax ? 127.0f / amax : 0.0f);
-        auto vsum0 = hn::Zero(di), vsum1 = hn::Zero(di);
-        for (int64_t k = 0; k < 32; k += lanes) {
-          const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, xb + k), vinv));
-          hn::StoreU(hn::DemoteTo(d8, qi), d8, qb + k);
-          if (k < 16) {
-            vsum0 = hn::Add(vsum0, qi);
-          } else {
-            vsum1 = hn::Add(vsum1, qi);
-          }
-        }
-        sum[0] = hn::GetLane(hn::SumOfLanes(di, vsum0));
-        sum[1] = hn::GetLane(hn::SumOfLanes(di, vsum1));
-      } else {  // vectors wider than a half-block
-        for (int k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(xb[k]));
-        const float inv = amax > kTinyAmax ? 127.0f / amax : 0.0f;
-        for (int k = 0; k < 32; ++k) {
-          qb[k] = static_cast<int8_t>(std::nearbyint(xb[k] * inv));
-          sum[k / 16] += qb[k];
-        }
+    for (int64_t g = 0; g < nb; g += group) {
+      const float amax = AbsMax(xr + 32 * g, 32 * group);
+      for (int64_t blk = g; blk < g + group; ++blk) {
+        int32_t sum[2];
+        QuantizeBlock(xr + 32 * blk, amax, q + 32 * blk, sum);
+        d[blk] = amax / 127.0f;
+        s[2 * blk] = d[blk] * static_cast<float>(sum[0]);
+        s[2 * blk + 1] = d[blk] * static_cast<float>(sum[1]);
+        s[2 * nb + blk] = d[blk] * static_cast<float>(sum[0] + sum[1]);
       }
-      d[blk] = amax / 127.0f;
-      s[2 * blk] = d[blk] * static_cast<float>(sum[0]);
-      s[2 * blk + 1] = d[blk] * static_cast<float>(sum[1]);
-      s[2 * nb + blk] = d[blk] * static_cast<float>(sum[0] + sum[1]);
     }
   }
 }
@@ -616,6 +636,7 @@ void DirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int6
 }
 
 #include "kernels/cpu/matmul_q8_direct_k-inl.h"  // DirectTileQ4K, DirectTileQ6K (AVX-512 targets)
+#include "kernels/cpu/matmul_q8_panel_k-inl.h"   // DecodePanelRowK, TileK (AVX-512 targets)
 
 // Whether the target has direct tiles for `type`.
 constexpr bool HasDirectTile(WeightType type) {
@@ -708,6 +729,38 @@ void RunRows(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64_
   }
 }
 
+#if TQ_Q8_512
+// RunRows for the K-quants with integer super-block sums (matmul_q8_panel_k-inl.h).
+void RunRowsK(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64_t row_end, uint8_t* panel) {
+  const int64_t stride = Q8ActivationStride(a.cols), prow = KPanelRowBytes(a.cols);
+  const int64_t token_block = TokenBlock(stride);
+  float out[kR][kTMax];
+  for (int64_t tb = 0; tb < a.batch; tb += token_block) {
+    const int64_t tb_end = std::min(a.batch, tb + token_block);
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kR) {
+      const int n = static_cast<int>(std::min<int64_t>(kR, row_end - r0));
+      PrefetchAhead(a.w + r0 * a.row_bytes, kR * a.row_bytes, a.w + row_end * a.row_bytes);
+      for (int r = 0; r < n; ++r) DecodePanelRowK(a.type, a.w + (r0 + r) * a.row_bytes, a.cols, panel + r * prow);
+      if (n < kR) std::memset(panel + n * prow, 0, static_cast<size_t>((kR - n) * prow));
+      for (int64_t b0 = tb; b0 < tb_end; b0 += kTMax) {
+        const int nt = static_cast<int>(std::min<int64_t>(kTMax, tb_end - b0));
+        const uint8_t* at = acts + b0 * stride;
+        switch (nt) {
+          case 1: TileK<1>(panel, a.cols, at, stride, out); break;
+          case 2: TileK<2>(panel, a.cols, at, stride, out); break;
+          case 3: TileK<3>(panel, a.cols, at, stride, out); break;
+          default: TileK<4>(panel, a.cols, at, stride, out); break;
+        }
+        for (int t = 0; t < nt; ++t) {
+          float* yt = a.y + (b0 + t) * a.y_stride + r0;
+          for (int r = 0; r < n; ++r) yt[r] = out[r][t];
+        }
+      }
+    }
+  }
+}
+#endif
+
 void MatMulRowsImpl(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64_t row_end,
                     uint8_t* scratch) {
 #if TQ_Q8_X86
@@ -732,6 +785,12 @@ void MatMulRowsImpl(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin,
         break;
       default: break;
     }
+  }
+#endif
+#if TQ_Q8_512
+  if (a.type == WeightType::kQ4_K || a.type == WeightType::kQ5_K || a.type == WeightType::kQ6_K) {
+    RunRowsK(a, acts, row_begin, row_end, scratch);
+    return;
   }
 #endif
   switch (a.type) {
@@ -763,10 +822,15 @@ bool IsQ8PathType(WeightType type) {
 
 int64_t Q8ActivationStride(int64_t cols) { return (cols + (cols / 32) * 16 + 63) / 64 * 64; }
 
-int64_t Q8ScratchBytes(int64_t cols) { return q8::kR * q8::PanelRowBytes(cols); }
+int64_t Q8ScaleGroup(WeightType type) {
+  return type == WeightType::kQ4_K || type == WeightType::kQ5_K || type == WeightType::kQ6_K ? kQkK / 32 : 1;
+}
 
-void QuantizeActivationsQ8(const float* x, int64_t cols, int64_t b_begin, int64_t b_end, uint8_t* acts) {
-  HWY_DYNAMIC_DISPATCH(QuantizeRows)(x, cols, b_begin, b_end, acts);
+int64_t Q8ScratchBytes(int64_t cols) { return q8::kR * std::max(q8::PanelRowBytes(cols), q8::KPanelRowBytes(cols)); }
+
+void QuantizeActivationsQ8(WeightType type, const float* x, int64_t cols, int64_t b_begin, int64_t b_end,
+                           uint8_t* acts) {
+  HWY_DYNAMIC_DISPATCH(QuantizeRows)(x, cols, b_begin, b_end, Q8ScaleGroup(type), acts);
 }
 
 void MatMulRowsQ8(const MatMulArgs& args, const uint8_t* acts, int64_t row_begin, int64_t row_end,

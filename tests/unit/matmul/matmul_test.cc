@@ -3,8 +3,9 @@
 //
 // Tolerances, per output y = sum_i w[i] x[i] (ref in double):
 //   float weights (F32, F16, BF16): |y - ref| <= 1e-5 * sum_i |w[i] x[i]|   (f32 rounding of the sums)
-//   quantized weights (int8 activations): |y - ref| <= sum over blocks of 32 of (amax|x| / 254) * sum |w|
-//     (each activation is rounded to the nearest multiple of amax / 127, so it moves by at most half of that)
+//   quantized weights (int8 activations): |y - ref| <= sum over activation blocks of (amax|x| / 254) * sum |w|
+//     (each activation is rounded to the nearest multiple of amax / 127, so it moves by at most half of that;
+//     blocks are 32 values, 256 for the K-quants, whose activations share a scale per super-block)
 //     plus 1e-5 * 3 * max|w| * sum_i |x[i]| for the f32 rounding of the scaled block sums (each weight is
 //     sc * c + mn with |sc * c| <= 2 max|w| and |mn| <= max|w|).
 #define HWY_WANT_AVX3_DL  // the same target set as tq_matmul
@@ -125,9 +126,11 @@ double Tolerance(WeightType type, const float* w, const float* x, int64_t cols) 
     max_w = std::max(max_w, std::fabs(static_cast<double>(w[i])));
   }
   if (IsFloat(type)) return 1e-5 * abs_prod + 1e-30;
-  for (int64_t b = 0; b < cols; b += 32) {
+  const bool k_quant = type == WeightType::kQ4_K || type == WeightType::kQ5_K || type == WeightType::kQ6_K;
+  const int64_t group = k_quant ? kQkK : 32;
+  for (int64_t b = 0; b < cols; b += group) {
     double amax = 0, sum_w = 0;
-    for (int64_t i = b; i < b + 32; ++i) {
+    for (int64_t i = b; i < b + group; ++i) {
       amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
       sum_w += std::fabs(w[i]);
     }
@@ -195,7 +198,7 @@ TEST_P(MatMulTest, LargeBatchSpansTokenBlocks) {
 // (prefill) may take different kernels, which sum the same terms in a different order.
 TEST_P(MatMulTest, ResultsDoNotDependOnBatch) {
   std::mt19937 rng(3);
-  for (WeightType type : {WeightType::kF16, WeightType::kQ8_0, WeightType::kQ4_1, WeightType::kQ6_K}) {
+  for (WeightType type : {WeightType::kF16, WeightType::kQ8_0, WeightType::kQ4_1, WeightType::kQ4_K, WeightType::kQ6_K}) {
     const Matrix m = MakeMatrix(type, 9, 512, false, rng);
     const std::vector<float> x = MakeActivations(11, 512, rng);
     const std::vector<float> all = RunMatMul(m, x, 11, 4);
