@@ -5,10 +5,16 @@
 //                           byte comes from DRAM, as in a real decode step); 1 and 2 threads, each its own matrices
 //   ReadStream              the same bytes summed as uint64: the memory bandwidth a decode step could reach
 //
-//   bench_matmul [--benchmark_filter=Q4_1]
+//   [TQ_BENCH_SIMD=AVX2] bench_matmul [--benchmark_filter=Q4_1]
+// TQ_BENCH_SIMD limits dispatch to one Highway target this CPU supports (its name: AVX2, AVX3, AVX3_DL, ...), to
+// measure what a CPU without the wider ones runs.
 #include <benchmark/benchmark.h>
 
+#include <hwy/targets.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -128,6 +134,19 @@ void BM_ReadStream(benchmark::State& state) {
 }
 
 const bool kRegistered = [] {
+  if (const char* want = std::getenv("TQ_BENCH_SIMD")) {
+    bool found = false;
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      if (std::string(hwy::TargetName(target)) == want) {
+        hwy::SetSupportedTargetsForTest(target);
+        found = true;
+      }
+    }
+    if (!found) {
+      std::fprintf(stderr, "bench_matmul: TQ_BENCH_SIMD=%s is not a target this CPU supports\n", want);
+      std::exit(2);
+    }
+  }
   for (WeightType type : {WeightType::kQ4_1, WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ5_0, WeightType::kQ4_K,
                           WeightType::kQ5_K, WeightType::kQ6_K, WeightType::kF16, WeightType::kBF16,
                           WeightType::kF32}) {

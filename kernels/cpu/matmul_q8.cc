@@ -635,13 +635,13 @@ void DirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int6
   }
 }
 
-#include "kernels/cpu/matmul_q8_direct_k-inl.h"  // DirectTileQ4K, DirectTileQ6K (AVX-512 targets)
+#include "kernels/cpu/matmul_q8_direct_k-inl.h"  // DirectTileQ4K, DirectTileQ6K (AVX-512 and AVX2 targets)
 #include "kernels/cpu/matmul_q8_panel_k-inl.h"   // DecodePanelRowK, TileK (AVX-512 targets)
 
 // Whether the target has direct tiles for `type`.
 constexpr bool HasDirectTile(WeightType type) {
   return type == WeightType::kQ8_0 || type == WeightType::kQ4_0 || type == WeightType::kQ4_1 ||
-         type == WeightType::kQ5_0 || (TQ_Q8_512 && (type == WeightType::kQ4_K || type == WeightType::kQ6_K));
+         type == WeightType::kQ5_0 || type == WeightType::kQ4_K || type == WeightType::kQ6_K;
 }
 
 // `codes`: for Q4_K on AVX-512, the records' codes after PermuteForQ4K ([kT, cols]); unused otherwise.
@@ -658,7 +658,13 @@ void AnyDirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, i
   }
 #else
   (void)codes;
-  DirectTile<kType, kT>(w, cols, acts, stride, out);
+  if constexpr (kType == WeightType::kQ4_K) {
+    DirectTileQ4K<kT>(w, cols, acts, stride, out);
+  } else if constexpr (kType == WeightType::kQ6_K) {
+    DirectTileQ6K<kT>(w, cols, acts, stride, out);
+  } else {
+    DirectTile<kType, kT>(w, cols, acts, stride, out);
+  }
 #endif
 }
 

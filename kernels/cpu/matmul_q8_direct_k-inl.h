@@ -1,4 +1,4 @@
-// Direct decode tiles for the K-quant super-blocks (Q4_K, Q6_K) on AVX-512 targets: codes and scales come straight
+// Direct decode tiles for the K-quant super-blocks (Q4_K, Q6_K) on AVX-512 and AVX2 targets: codes and scales come straight
 // from the weight rows, unpacked in registers, with no panel (the panel costs a decode pass per row that, at batch
 // 1, takes longer than the product itself). Textually included by matmul_q8.cc inside its per-target namespace,
 // once per Highway target, after DirectTile: no include guard, by design. Uses kR, kTMax, DotQuads512 and
@@ -164,3 +164,114 @@ void DirectTileQ6K(const uint8_t* const* w, int64_t cols, const uint8_t* acts, i
 }
 
 #endif  // TQ_Q8_512
+
+#if TQ_Q8_X86 && !TQ_Q8_512
+// AVX2 (laptops and older servers): the same two tiles in 256-bit vectors, 32 codes (one Q4_K sub-block, two
+// Q6_K scales) per dot; activation codes in element order.
+
+// The eight 6-bit scales (sc) and mins (m) of a Q4_K super-block's 12 packed bytes (layout: UnpackScaleMinK4).
+inline void UnpackK4Scales256(const uint8_t* packed, uint64_t* sc, uint64_t* m) {
+  uint32_t a, b, c;
+  std::memcpy(&a, packed, 4);
+  std::memcpy(&b, packed + 4, 4);
+  std::memcpy(&c, packed + 8, 4);
+  const uint32_t sc_hi = (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
+  const uint32_t m_hi = ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
+  *sc = (a & 0x3F3F3F3Fu) | (uint64_t{sc_hi} << 32);
+  *m = (b & 0x3F3F3F3Fu) | (uint64_t{m_hi} << 32);
+}
+
+inline __m256 Bytes8ToFloat256(uint64_t v) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(v))));
+}
+
+// Q4_K: sub-block 2h is the low nibbles of qs[32h, 32h + 32), 2h + 1 their high nibbles.
+template <int kT>
+void DirectTileQ4K(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int64_t stride,
+                   float out[kR][kTMax]) {
+  const int64_t nb = cols / 32, nsb = cols / 256;
+  const float* dx[kT];
+  for (int t = 0; t < kT; ++t) dx[t] = reinterpret_cast<const float*>(acts + t * stride + cols);
+  const __m256i low4 = _mm256_set1_epi8(15);
+  __m256 acc[kR][kT], min_acc[kR][kT];
+  for (int r = 0; r < kR; ++r) {
+    for (int t = 0; t < kT; ++t) acc[r][t] = min_acc[r][t] = _mm256_setzero_ps();
+  }
+  for (int r = 0; r < kR; ++r) {
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* blk = w[r] + s * 144;
+      PrefetchLines(blk + kStreamAhead, 144);
+      uint64_t sc, m;
+      UnpackK4Scales256(blk + 4, &sc, &m);
+      const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(F16(blk)), Bytes8ToFloat256(sc));
+      const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(F16(blk + 2)), Bytes8ToFloat256(m));
+      for (int t = 0; t < kT; ++t) {
+        const __m256 f = _mm256_mul_ps(dsc, _mm256_loadu_ps(dx[t] + 8 * s));  // per sub-block: d*sc_j*dx_j
+        const uint8_t* x = acts + t * stride + 256 * s;
+        for (int h = 0; h < 4; ++h) {
+          const __m256i q = Load32(blk + 16 + 32 * h);
+          const __m256 lo = _mm256_cvtepi32_ps(DotQuads(_mm256_and_si256(q, low4), Load32(x + 64 * h)));
+          const __m256 hi =
+              _mm256_cvtepi32_ps(DotQuads(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), Load32(x + 64 * h + 32)));
+          acc[r][t] = _mm256_fmadd_ps(lo, _mm256_permutevar8x32_ps(f, _mm256_set1_epi32(2 * h)), acc[r][t]);
+          acc[r][t] = _mm256_fmadd_ps(hi, _mm256_permutevar8x32_ps(f, _mm256_set1_epi32(2 * h + 1)), acc[r][t]);
+        }
+        min_acc[r][t] = _mm256_fmadd_ps(dm, _mm256_loadu_ps(dx[t] + 3 * nb + 8 * s), min_acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < kR; ++r) {
+    for (int t = 0; t < kT; ++t) out[r][t] = HorizontalSum(acc[r][t]) - HorizontalSum(min_acc[r][t]);
+  }
+}
+
+// Q6_K: chunk k of 32 elements (k < 8, half h = k / 4, part p = k % 4) takes the low (p < 2) or high nibbles of
+// ql[64h + 32 (p & 1), +32) and bits 2p, 2p + 1 of qh[32h, +32); scales 2k and 2k + 1 cover its two halves.
+template <int kT>
+void DirectTileQ6K(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int64_t stride,
+                   float out[kR][kTMax]) {
+  const int64_t nb = cols / 32, nsb = cols / 256;
+  const float* dx[kT];
+  for (int t = 0; t < kT; ++t) dx[t] = reinterpret_cast<const float*>(acts + t * stride + cols);
+  const __m256i low4 = _mm256_set1_epi8(15), low2 = _mm256_set1_epi8(3);
+  __m256 acc[kR][kT], min_acc[kR][kT];
+  for (int r = 0; r < kR; ++r) {
+    for (int t = 0; t < kT; ++t) acc[r][t] = min_acc[r][t] = _mm256_setzero_ps();
+  }
+  for (int r = 0; r < kR; ++r) {
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* blk = w[r] + s * 210;
+      PrefetchLines(blk + kStreamAhead, 210);
+      const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
+      const __m256 d = _mm256_set1_ps(F16(blk + 208));
+      const __m256 dsc[2] = {_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8))),
+                             _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(s8, s8))))};
+      __m256i c[8];
+      for (int k = 0; k < 8; ++k) {
+        const int h = k / 4, p = k % 4;
+        const __m256i ql = Load32(blk + 64 * h + 32 * (p & 1));
+        const __m256i qh = Load32(blk + 128 + 32 * h);
+        const __m256i low = _mm256_and_si256(p < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
+        const __m256i top = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), low2);
+        c[k] = _mm256_or_si256(low, _mm256_slli_epi16(top, 4));
+      }
+      for (int t = 0; t < kT; ++t) {
+        const uint8_t* x = acts + t * stride + 256 * s;
+        for (int k = 0; k < 8; ++k) {
+          // lanes 0-3: scale 2k, 4-7: scale 2k + 1, times the block's dx.
+          const __m256i idx = _mm256_setr_epi32(2 * (k % 4), 2 * (k % 4), 2 * (k % 4), 2 * (k % 4), 2 * (k % 4) + 1,
+                                                2 * (k % 4) + 1, 2 * (k % 4) + 1, 2 * (k % 4) + 1);
+          const __m256 f = _mm256_mul_ps(_mm256_permutevar8x32_ps(dsc[k / 4], idx), _mm256_broadcast_ss(dx[t] + 8 * s + k));
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DotQuads(c[k], Load32(x + 32 * k))), f, acc[r][t]);
+        }
+        const float* hs = dx[t] + nb + 16 * s;  // d * sum per half-block
+        min_acc[r][t] = _mm256_fmadd_ps(dsc[0], _mm256_loadu_ps(hs), min_acc[r][t]);
+        min_acc[r][t] = _mm256_fmadd_ps(dsc[1], _mm256_loadu_ps(hs + 8), min_acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < kR; ++r) {
+    for (int t = 0; t < kT; ++t) out[r][t] = HorizontalSum(acc[r][t]) - 32.0f * HorizontalSum(min_acc[r][t]);
+  }
+}
+#endif  // TQ_Q8_X86 && !TQ_Q8_512
