@@ -151,7 +151,8 @@ const bool kRegistered = [] {
                           WeightType::kQ5_K, WeightType::kQ6_K, WeightType::kF16, WeightType::kBF16,
                           WeightType::kF32}) {
     const std::string name = "MatMulRows/" + std::string(WeightTypeName(type));
-    benchmark::RegisterBenchmark(name.c_str(), BM_MatMulRows, type)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(32)->Arg(128)->Arg(1024);
+    benchmark::RegisterBenchmark(name.c_str(), BM_MatMulRows, type)
+        ->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(32)->Arg(128)->Arg(1024);
   }
   for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_K, WeightType::kQ6_K}) {
     const std::string name = "MatMulStream/" + std::string(WeightTypeName(type));

@@ -688,11 +688,12 @@ void RunDirect(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int6
     for (int64_t b0 = 0; b0 < a.batch; b0 += kTMax) {
       const int nt = static_cast<int>(std::min<int64_t>(kTMax, a.batch - b0));
       const uint8_t* at = acts + b0 * stride;
+      const uint8_t* tc = codes.data() + b0 * a.cols;
       switch (nt) {
-        case 1: AnyDirectTile<kType, 1>(w, a.cols, at, stride, codes.data() + b0 * a.cols, out); break;
-        case 2: AnyDirectTile<kType, 2>(w, a.cols, at, stride, codes.data() + b0 * a.cols, out); break;
-        case 3: if constexpr (kTMax >= 3) AnyDirectTile<kType, 3>(w, a.cols, at, stride, codes.data() + b0 * a.cols, out); break;
-        default: if constexpr (kTMax >= 4) AnyDirectTile<kType, 4>(w, a.cols, at, stride, codes.data() + b0 * a.cols, out); break;
+        case 1: AnyDirectTile<kType, 1>(w, a.cols, at, stride, tc, out); break;
+        case 2: AnyDirectTile<kType, 2>(w, a.cols, at, stride, tc, out); break;
+        case 3: if constexpr (kTMax >= 3) AnyDirectTile<kType, 3>(w, a.cols, at, stride, tc, out); break;
+        default: if constexpr (kTMax >= 4) AnyDirectTile<kType, 4>(w, a.cols, at, stride, tc, out); break;
       }
       for (int t = 0; t < nt; ++t) {
         float* yt = a.y + (b0 + t) * a.y_stride + r0;

@@ -1,33 +1,20 @@
-// Direct decode tiles for the K-quant super-blocks (Q4_K, Q6_K) on AVX-512 and AVX2 targets: codes and scales come straight
-// from the weight rows, unpacked in registers, with no panel (the panel costs a decode pass per row that, at batch
-// 1, takes longer than the product itself). Textually included by matmul_q8.cc inside its per-target namespace,
-// once per Highway target, after DirectTile: no include guard, by design. Uses kR, kTMax, DotQuads512 and
-// HorizontalSum, kStreamAhead and PrefetchLines from there.
+// Direct decode tiles for the K-quant super-blocks (Q4_K, Q6_K) on AVX-512 and AVX2 targets: codes and scales come
+// straight from the weight rows, unpacked in registers, with no panel (the panel costs a decode pass per row that,
+// at batch 1, takes longer than the product itself). Textually included by matmul_q8.cc inside its per-target
+// namespace, once per Highway target, after DirectTile: no include guard, by design. Uses kR, kTMax, F16, Load32,
+// DotQuads, DotQuads512, HorizontalSum, kStreamAhead and PrefetchLines from there.
 //
 // Memory order as DirectTile's: each row start to end, kStreamAhead bytes prefetched ahead (PrefetchLines).
 //
-// Activation records (matmul_q8.h): int8 q[cols], then f32 d[nb], s[2 nb], sb[nb] with nb = cols / 32. Q4_K
-// reads its codes from a copy in which each super-block's 32-byte chunks are in the order the weight nibbles come
-// (PermuteForQ4K).
+// Activation records (matmul_q8.h): int8 q[cols], then f32 d[nb], s[2 nb], sb[nb] with nb = cols / 32 (d is the
+// same for the 8 blocks of a super-block; the tiles do not rely on it). On AVX-512, Q4_K reads its codes from a
+// copy in which each super-block's 32-byte chunks are in the order the weight nibbles come (PermuteForQ4K).
 // Per token t and weight row r the tile sums, over super-blocks of 256:
 //   Q4_K  sub-block j of 32: d*sc_j * dx_j * (c . q) - dmin*m_j * sb_j        (c in 0..15)
 //   Q6_K  sub-block k of 16: d*sc_k * dx_(k/2) * (c . q) - 32*d*sc_k * s_k     (c in 0..63)
 // with the integer dots in int32 lanes of 4 codes (dpbusd), scaled per lane and accumulated in f32.
 
-#if TQ_Q8_512
-
-// The codes of `batch` activation records, each super-block's 32-byte chunks reordered 0 2 1 3 4 6 5 7: chunk
-// pairs [sub 4h | sub 4h + 2] and [sub 4h + 1 | sub 4h + 3] as the Q4_K nibbles hold them (see DirectTileQ4K).
-// out: [batch, cols] bytes.
-inline void PermuteForQ4K(const uint8_t* acts, int64_t stride, int64_t batch, int64_t cols, uint8_t* out) {
-  constexpr int kOrder[8] = {0, 2, 1, 3, 4, 6, 5, 7};
-  for (int64_t t = 0; t < batch; ++t) {
-    for (int64_t s = 0; s < cols; s += 256) {
-      for (int i = 0; i < 8; ++i) std::memcpy(out + t * cols + s + 32 * i, acts + t * stride + s + 32 * kOrder[i], 32);
-    }
-  }
-}
-
+#if TQ_Q8_X86
 // The eight 6-bit scales (sc) and mins (m) of a Q4_K super-block's 12 packed bytes, as bytes: bytes 0-3 hold the
 // low 6 bits of sc[0..3], 4-7 of m[0..3]; bytes 8-11 the low nibbles of sc[4..7] and m[4..7], whose top 2 bits are
 // bits 6-7 of bytes 0-3 (sc) and 4-7 (m).
@@ -41,6 +28,24 @@ inline void UnpackK4Scales(const uint8_t* packed, uint64_t* sc, uint64_t* m) {
   const uint32_t m_hi = ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
   *sc = sc_lo | (uint64_t{sc_hi} << 32);
   *m = m_lo | (uint64_t{m_hi} << 32);
+}
+
+#endif
+
+#if TQ_Q8_512
+
+// The codes of `batch` activation records, each super-block's 32-byte chunks reordered 0 2 1 3 4 6 5 7: chunk
+// pairs [sub 4h | sub 4h + 2] and [sub 4h + 1 | sub 4h + 3] as the Q4_K nibbles hold them (see DirectTileQ4K).
+// out: [batch, cols] bytes.
+inline void PermuteForQ4K(const uint8_t* acts, int64_t stride, int64_t batch, int64_t cols, uint8_t* out) {
+  constexpr int kOrder[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+  for (int64_t t = 0; t < batch; ++t) {
+    for (int64_t s = 0; s < cols; s += 256) {
+      for (int i = 0; i < 8; ++i) {
+        std::memcpy(out + t * cols + s + 32 * i, acts + t * stride + s + 32 * kOrder[i], 32);
+      }
+    }
+  }
 }
 
 inline __m256 U8x8ToFloat(uint64_t v) {
@@ -138,7 +143,8 @@ void DirectTileQ6K(const uint8_t* const* w, int64_t cols, const uint8_t* acts, i
       __m512i c[4];
       for (int h = 0; h < 2; ++h) {
         const __m512i ql = _mm512_loadu_si512(blk + 64 * h);
-        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h)));
+        const __m512i qh =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h)));
         const __m512i top_lo = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_lo), low2), 4);
         const __m512i top_hi = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_hi), low2), 4);
         c[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, low4), top_lo);
@@ -169,18 +175,6 @@ void DirectTileQ6K(const uint8_t* const* w, int64_t cols, const uint8_t* acts, i
 // AVX2 (laptops and older servers): the same two tiles in 256-bit vectors, 32 codes (one Q4_K sub-block, two
 // Q6_K scales) per dot; activation codes in element order.
 
-// The eight 6-bit scales (sc) and mins (m) of a Q4_K super-block's 12 packed bytes (layout: UnpackScaleMinK4).
-inline void UnpackK4Scales256(const uint8_t* packed, uint64_t* sc, uint64_t* m) {
-  uint32_t a, b, c;
-  std::memcpy(&a, packed, 4);
-  std::memcpy(&b, packed + 4, 4);
-  std::memcpy(&c, packed + 8, 4);
-  const uint32_t sc_hi = (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
-  const uint32_t m_hi = ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
-  *sc = (a & 0x3F3F3F3Fu) | (uint64_t{sc_hi} << 32);
-  *m = (b & 0x3F3F3F3Fu) | (uint64_t{m_hi} << 32);
-}
-
 inline __m256 Bytes8ToFloat256(uint64_t v) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(v))));
 }
@@ -202,7 +196,7 @@ void DirectTileQ4K(const uint8_t* const* w, int64_t cols, const uint8_t* acts, i
       const uint8_t* blk = w[r] + s * 144;
       PrefetchLines(blk + kStreamAhead, 144);
       uint64_t sc, m;
-      UnpackK4Scales256(blk + 4, &sc, &m);
+      UnpackK4Scales(blk + 4, &sc, &m);
       const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(F16(blk)), Bytes8ToFloat256(sc));
       const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(F16(blk + 2)), Bytes8ToFloat256(m));
       for (int t = 0; t < kT; ++t) {
@@ -261,7 +255,8 @@ void DirectTileQ6K(const uint8_t* const* w, int64_t cols, const uint8_t* acts, i
           // lanes 0-3: scale 2k, 4-7: scale 2k + 1, times the block's dx.
           const __m256i idx = _mm256_setr_epi32(2 * (k % 4), 2 * (k % 4), 2 * (k % 4), 2 * (k % 4), 2 * (k % 4) + 1,
                                                 2 * (k % 4) + 1, 2 * (k % 4) + 1, 2 * (k % 4) + 1);
-          const __m256 f = _mm256_mul_ps(_mm256_permutevar8x32_ps(dsc[k / 4], idx), _mm256_broadcast_ss(dx[t] + 8 * s + k));
+          const __m256 f =
+              _mm256_mul_ps(_mm256_permutevar8x32_ps(dsc[k / 4], idx), _mm256_broadcast_ss(dx[t] + 8 * s + k));
           acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DotQuads(c[k], Load32(x + 32 * k))), f, acc[r][t]);
         }
         const float* hs = dx[t] + nb + 16 * s;  // d * sum per half-block

@@ -33,10 +33,11 @@ void DecodePanelRowK(WeightType type, const uint8_t* row, int64_t cols, uint8_t*
       const uint8_t* b = row + 210 * s;
       UnpackQ6K(b, b + 128, panel + kQkK * s);
       const float d = F16(b + 208);
-      const __m512 dsc = _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)))));
+      const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
+      const __m512 dsc = _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s8)));
       for (int i = 0; i < 4; ++i) {
-        _mm512_storeu_ps(out + 16 * i, _mm512_permutexvar_ps(_mm512_add_epi32(k6_lanes, _mm512_set1_epi32(4 * i)), dsc));
+        const __m512i lanes = _mm512_add_epi32(k6_lanes, _mm512_set1_epi32(4 * i));
+        _mm512_storeu_ps(out + 16 * i, _mm512_permutexvar_ps(lanes, dsc));
       }
       _mm512_storeu_ps(mn + 16 * s, _mm512_mul_ps(dsc, _mm512_set1_ps(-32.0f)));
     } else {
@@ -50,7 +51,8 @@ void DecodePanelRowK(WeightType type, const uint8_t* row, int64_t cols, uint8_t*
       };
       const __m512 dsc = _mm512_mul_ps(_mm512_set1_ps(F16(b)), to_float(scales));  // lanes 0-7
       for (int i = 0; i < 4; ++i) {
-        _mm512_storeu_ps(out + 16 * i, _mm512_permutexvar_ps(_mm512_add_epi32(k4_lanes, _mm512_set1_epi32(2 * i)), dsc));
+        const __m512i lanes = _mm512_add_epi32(k4_lanes, _mm512_set1_epi32(2 * i));
+        _mm512_storeu_ps(out + 16 * i, _mm512_permutexvar_ps(lanes, dsc));
       }
       // Each sub-block's min, once per half-block: lanes 0,0,1,1,...,7,7.
       const __m512 m = _mm512_mul_ps(_mm512_set1_ps(-F16(b + 2)), to_float(mins));
