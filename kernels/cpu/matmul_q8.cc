@@ -688,7 +688,7 @@ void RunDirect(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int6
     for (int64_t b0 = 0; b0 < a.batch; b0 += kTMax) {
       const int nt = static_cast<int>(std::min<int64_t>(kTMax, a.batch - b0));
       const uint8_t* at = acts + b0 * stride;
-      const uint8_t* tc = codes.data() + b0 * a.cols;
+      const uint8_t* tc = kType == WeightType::kQ4_K && TQ_Q8_512 ? codes.data() + b0 * a.cols : nullptr;
       switch (nt) {
         case 1: AnyDirectTile<kType, 1>(w, a.cols, at, stride, tc, out); break;
         case 2: AnyDirectTile<kType, 2>(w, a.cols, at, stride, tc, out); break;
