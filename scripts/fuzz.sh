@@ -6,6 +6,8 @@
 # (tests/data), and the request bodies below. What a run finds new goes to build-fuzz/corpus/<target>/; findings
 # land in build-fuzz/findings/<target>/ and make the script exit non-zero. CI runs every target for about a minute
 # (scripts/test.sh with CI=true); the long run in docs/security.md is `scripts/fuzz.sh 3600`.
+# TQ_FUZZ_SEED=N fixes libFuzzer's seed (CI sets 1, so a CI verdict can be reproduced); unset, each run draws its
+# own. Inputs that once crashed a target are seeds too (gguf_fuzz: tests/unit/engine/testdata/fuzz_regressions).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
@@ -66,8 +68,12 @@ for t in "${targets[@]}"; do
   echo "fuzz: $t for ${seconds}s"
   seeds=()
   [ -d "tests/fuzz/corpus/$t" ] && seeds=("tests/fuzz/corpus/$t")
+  [ "$t" = gguf_fuzz ] && seeds+=(tests/unit/engine/testdata/fuzz_regressions)
+  seed_arg=()
+  [ -n "${TQ_FUZZ_SEED:-}" ] && seed_arg=(-seed="$TQ_FUZZ_SEED")
   if ! "$bin" "$corpus" ${seeds[@]+"${seeds[@]}"} -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
-      -artifact_prefix="$findings/" -print_final_stats=1 ${dict[@]+"${dict[@]}"} 2>"build-fuzz/$t.log"; then
+      -artifact_prefix="$findings/" -print_final_stats=1 ${dict[@]+"${dict[@]}"} \
+      ${seed_arg[@]+"${seed_arg[@]}"} 2>"build-fuzz/$t.log"; then
     echo "fuzz: $t FAILED; see build-fuzz/$t.log and $findings/"
     tail -n 30 "build-fuzz/$t.log"
     status=1

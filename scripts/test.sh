@@ -37,7 +37,10 @@ fuzz_seconds=${TQ_FUZZ_SECONDS:-}
 [ -z "$fuzz_seconds" ] && [ "${CI:-}" = true ] && fuzz_seconds=60
 if [ -n "$fuzz_seconds" ]; then
   phase fuzz
-  bash scripts/fuzz.sh "$fuzz_seconds" || rc=$((rc == 0 ? 1 : rc))
+  # A fixed seed in CI: the same commit gets the same verdict; long runs (scripts/fuzz.sh N) explore anew.
+  seed=${TQ_FUZZ_SEED:-}
+  [ -z "$seed" ] && [ "${CI:-}" = true ] && seed=1
+  TQ_FUZZ_SEED=$seed bash scripts/fuzz.sh "$fuzz_seconds" || rc=$((rc == 0 ? 1 : rc))
 else
   echo "== fuzz: not run (CI=true or TQ_FUZZ_SECONDS=N runs every fuzz target N seconds)"
 fi

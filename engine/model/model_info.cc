@@ -12,8 +12,16 @@ StatusOr<std::optional<int64_t>> OptionalInt(const GgufFile& g, const std::strin
   const GgufValue* v = g.Find(key);
   if (v == nullptr) return std::optional<int64_t>();
   if (v->IsArray() && v->elem_type != GgufValueType::kString && v->elem_type != GgufValueType::kArray) {
+    // Bounds before the cast: a float element outside int64's range (or NaN) is a corrupt file, not UB.
+    constexpr double kLimit = 9.0e18;
     int64_t best = 0;
-    for (uint64_t k = 0; k < v->count; ++k) best = std::max(best, static_cast<int64_t>(v->NumericElement(k)));
+    for (uint64_t k = 0; k < v->count; ++k) {
+      const double x = v->NumericElement(k);
+      if (!(x > -kLimit && x < kLimit)) {
+        return InvalidArgumentError("GGUF key '" + key + "': element " + std::to_string(k) + " out of range");
+      }
+      best = std::max(best, static_cast<int64_t>(x));
+    }
     return std::optional<int64_t>(best);
   }
   TQ_ASSIGN_OR_RETURN(int64_t x, g.GetInt(key));

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "tests/unit/engine/gguf_builder.h"
 #include "tests/unit/engine/test_paths.h"
 
@@ -100,6 +102,28 @@ TEST(ModelInfoTest, WrongTypedHyperparameterIsAnError) {
   auto info = InspectModel(**g, "mem");
   ASSERT_FALSE(info.ok());
   EXPECT_NE(info.status().message().find("llama.block_count"), std::string::npos);
+}
+
+TEST(ModelInfoTest, PerLayerArrayOutsideIntegerRangeIsAnError) {
+  // A float array where a per-layer integer is expected: NaN or 1e30 is a corrupt file (found by gguf_fuzz).
+  for (float bad : {1e30f, -6.3e37f, std::numeric_limits<float>::quiet_NaN()}) {
+    testing::GgufBuilder b;
+    b.AddString("general.architecture", "llama").AddF32Array("llama.feed_forward_length", {64.0f, bad});
+    std::vector<uint8_t> bytes = b.Build();
+    auto g = GgufFile::Parse(bytes);
+    ASSERT_TRUE(g.ok());
+    auto info = InspectModel(**g, "mem");
+    ASSERT_FALSE(info.ok()) << bad;
+    EXPECT_NE(info.status().message().find("llama.feed_forward_length"), std::string::npos);
+  }
+  testing::GgufBuilder b;
+  b.AddString("general.architecture", "llama").AddF32Array("llama.feed_forward_length", {64.0f, 96.0f});
+  std::vector<uint8_t> bytes = b.Build();
+  auto g = GgufFile::Parse(bytes);
+  ASSERT_TRUE(g.ok());
+  auto info = InspectModel(**g, "mem");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->feed_forward, 96);
 }
 
 }  // namespace
