@@ -108,10 +108,12 @@ async def _read_body_chunks(reader, headers):
             yield data
 
 
-async def stream_chat(port, model, messages, max_tokens, ignore_eos_field=True):
+async def stream_chat(port, model, messages, max_tokens, ignore_eos_field=True, extra=None):
+    """One streamed greedy chat request; extra: more body fields (e.g. llama-server's per-request lora)."""
     res = Result(max_tokens)
     body = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": 0, "seed": 0,
             "stream": True, "stream_options": {"include_usage": True}}
+    body.update(extra or {})
     if ignore_eos_field:
         body["ignore_eos"] = True
     payload = json.dumps(body).encode()

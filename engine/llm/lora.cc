@@ -127,7 +127,13 @@ StatusOr<std::shared_ptr<const LoraAdapter>> LoraAdapter::Open(const std::string
     }
     const int rank = static_cast<int>(wa.rows);
     LoraPair& p = layer < 0 ? a->output_ : a->layers_[layer][static_cast<int>(target)];
-    p = LoraPair{wa, wb, alpha != 0 ? static_cast<float>(user_scale * alpha / rank) : user_scale};
+    p = LoraPair{wa, wb, alpha != 0 ? static_cast<float>(user_scale * alpha / rank) : user_scale, {}};
+    p.bt.resize(static_cast<size_t>(rank * wb.rows));
+    std::vector<float> brow(static_cast<size_t>(rank));
+    for (int64_t j = 0; j < wb.rows; ++j) {
+      kernels::DecodeRow(wb.type, wb.data + j * wb.row_bytes, rank, brow.data());
+      for (int k = 0; k < rank; ++k) p.bt[static_cast<size_t>(k * wb.rows + j)] = brow[static_cast<size_t>(k)];
+    }
     a->max_rank_ = std::max(a->max_rank_, rank);
     a->bytes_ += t.bytes + tb->bytes;
     ++a->adapted_;
@@ -145,6 +151,9 @@ StatusOr<std::shared_ptr<const LoraAdapter>> LoraAdapter::Open(const std::string
   return std::shared_ptr<const LoraAdapter>(std::move(a));
 }
 
+// Multiply-adds below which B (A x) runs on the calling thread.
+constexpr int64_t kSerialMacs = int64_t{1} << 18;
+
 void ApplyLora(std::span<const LoraGroup> groups, int layer, LoraTarget target, const float* x, int64_t x_stride,
                float* y, int64_t y_stride, ThreadPool& pool) {
   for (const LoraGroup& g : groups) {
@@ -159,20 +168,24 @@ void ApplyLora(std::span<const LoraGroup> groups, int layer, LoraTarget target, 
     std::vector<uint8_t> scratch(kernels::MatMulScratchBytes(args));  // float weights: no prepared activations
     kernels::MatMulRows(args, nullptr, 0, rank, scratch.data());
     for (float& v : ax) v *= p->scale;
-    // delta = B ax ([n, out]), rows of B split across the pool; then y[row i] += delta[i].
-    std::vector<float> delta(n * out);
-    pool.ParallelFor((out + kernels::kMatMulRowTile - 1) / kernels::kMatMulRowTile, [&](int64_t b, int64_t e, int) {
-      kernels::MatMulArgs bargs{.type = p->b.type, .w = p->b.data, .row_bytes = p->b.row_bytes, .cols = rank,
-                                .x = ax.data(), .batch = n, .y = delta.data(), .y_stride = out};
-      thread_local std::vector<uint8_t> tile_scratch;
-      tile_scratch.resize(kernels::MatMulScratchBytes(bargs));
-      kernels::MatMulRows(bargs, nullptr, b * kernels::kMatMulRowTile, std::min(e * kernels::kMatMulRowTile, out),
-                          tile_scratch.data());
-    });
-    for (int64_t i = 0; i < n; ++i) {
-      float* yr = y + g.rows[i] * y_stride;
-      const float* dr = delta.data() + i * out;
-      for (int64_t j = 0; j < out; ++j) yr[j] += dr[j];
+    // y[row i] += sum_k ax[i][k] * bt[k]: contiguous updates of `out` floats, no horizontal sums. A small product
+    // (under kSerialMacs multiply-adds, tens of microseconds) costs less than waking the pool; a large one (the
+    // output matrix) splits the columns of y.
+    const auto update = [&](int64_t j0, int64_t j1) {
+      for (int64_t i = 0; i < n; ++i) {
+        float* yr = y + g.rows[i] * y_stride;
+        for (int64_t k = 0; k < rank; ++k) {
+          kernels::AxpyF32(ax[i * rank + k], p->bt.data() + k * out + j0, yr + j0, j1 - j0);
+        }
+      }
+    };
+    if (n * out * rank < kSerialMacs) {
+      update(0, out);
+    } else {
+      constexpr int64_t kChunk = 1024;  // columns of y per task
+      pool.ParallelFor((out + kChunk - 1) / kChunk, [&](int64_t b, int64_t e, int) {
+        update(b * kChunk, std::min(e * kChunk, out));
+      });
     }
   }
 }

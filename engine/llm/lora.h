@@ -32,6 +32,9 @@ struct LoraPair {
   Weight a;  // [rank, cols of the base matrix]
   Weight b;  // [rows of the base matrix, rank]
   float scale = 0;
+  // B transposed to f32, [rank, rows]: the delta is rank vector updates y += (scale * A x)[k] * bt[k] (exact: f16
+  // widens to f32 without rounding).
+  std::vector<float> bt;
 };
 
 class LoraAdapter {
