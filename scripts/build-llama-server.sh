@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds (once) llama.cpp's `llama-server` and `llama-bench` from the llama.cpp sources vendored in the
-# llama-cpp-python source distribution on PyPI, outside the clone, and prints llama-server's path (llama-bench is
-# beside it). bench/serving/load.py runs the server as the reference; bench/matmul/llama_bench.py runs llama-bench.
+# Builds (once) llama.cpp's `llama-server`, `llama-bench` and `llama-batched-bench` from the llama.cpp sources
+# vendored in the llama-cpp-python source distribution on PyPI, outside the clone, and prints llama-server's path
+# (the benches are beside it). bench/serving/load.py runs the server as the reference; bench/models/vs_llama.py
+# runs llama-bench, bench/models/batched_decode.py llama-batched-bench.
 # Idempotent: a second run with the same settings only prints the path.
 #
 # Settings (TQSERVE_*):
@@ -21,9 +22,10 @@ src="$dir/src/llama_cpp_python-$version"
 build="$dir/build-$version"
 bin="$build/bin/llama-server"
 stamp="$build/.tqserve-settings"
-want="version=$version native=$native targets=llama-server,llama-bench"
+want="version=$version native=$native targets=llama-server,llama-bench,llama-batched-bench"
 
-if [ -x "$bin" ] && [ -x "$build/bin/llama-bench" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+if [ -x "$bin" ] && [ -x "$build/bin/llama-bench" ] && [ -x "$build/bin/llama-batched-bench" ] \
+    && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
   echo "$bin"
   exit 0
 fi
@@ -55,10 +57,10 @@ cmake -S "$src/vendor/llama.cpp" -B "$build" "${generator[@]}" "${launcher[@]}" 
   -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_USE_PREBUILT_UI=OFF \
   -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF > "$build.configure.log" 2>&1 \
   || { cat "$build.configure.log" >&2; exit 1; }
-echo "build-llama-server: building llama-server and llama-bench with $jobs jobs (log: $build.build.log)" >&2
-cmake --build "$build" --target llama-server llama-bench -j"$jobs" > "$build.build.log" 2>&1 \
+echo "build-llama-server: building llama-server and the benches with $jobs jobs (log: $build.build.log)" >&2
+cmake --build "$build" --target llama-server llama-bench llama-batched-bench -j"$jobs" > "$build.build.log" 2>&1 \
   || { tail -n 50 "$build.build.log" >&2; exit 1; }
-for b in "$bin" "$build/bin/llama-bench"; do
+for b in "$bin" "$build/bin/llama-bench" "$build/bin/llama-batched-bench"; do
   [ -x "$b" ] || { echo "build-llama-server: $b was not built" >&2; exit 1; }
 done
 echo "$want" > "$stamp"

@@ -16,8 +16,9 @@ llama-server (scripts/build-llama-server.sh builds it) gets the same four files 
 "lora": [{"id": k, "scale": 1}] (the adapters not named get scale 0); its base case runs on a second llama-server
 with no adapters loaded (its best configuration for the base: see server_for). Both run in every round.
 A case is --clients closed-loop clients (load.py's streaming client), each sending --requests-per-client
-greedy requests of --max-tokens tokens (ignore_eos) on a short prompt; its figure is decode tokens/s: the tokens
-after each request's first, summed, over the case's wall time. The table gives the median of the rounds with the
+greedy requests of --max-tokens tokens (ignore_eos) on a short prompt (numbered, so that no server reuses another
+request's prompt KV); its figure is generated tokens/s: the tokens after each request's first, summed, over the
+case's wall time (which includes each prompt's prefill). The table gives the median of the rounds with the
 lowest and highest, and the ratios one/base and four/base taken within each round (median and range).
 
 What it shows: the adapters' cost per decode step. The product W x + s B (A x) adds 2 r (rows + cols) multiply-adds
@@ -25,6 +26,7 @@ per adapted matrix and token, and a batch that mixes adapters computes each row'
 """
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import statistics
@@ -105,13 +107,19 @@ def server_for(running, name, case):
     return running[name]
 
 
+_serial = itertools.count()
+
+
 async def run_case(srv, case, args):
-    messages = [{"role": "user", "content": PROMPT}]
     results = []
 
     async def client(k):
         model, extra = request_for(srv, case, k)
         for _ in range(args.requests_per_client):
+            # Every prompt starts with its own number: no server reuses an earlier request's prompt KV (llama-server
+            # keeps each slot's last prompt and would skip the prefill of a repeated one; our prefix cache works
+            # in whole pages), so both prefill every prompt.
+            messages = [{"role": "user", "content": "Request %d. %s" % (next(_serial), PROMPT)}]
             results.append(await stream_chat(srv.port, model, messages, args.max_tokens, extra=extra))
 
     t0 = time.perf_counter()
@@ -187,7 +195,7 @@ def main():
     print("model %s, %d threads, %d clients x %d requests x %d tokens, %d adapters (F16, rank %d) on %s, %d rounds"
           % (os.path.basename(args.model), args.threads, args.clients, args.requests_per_client, args.max_tokens,
              ADAPTERS, args.rank, args.targets, args.rounds))
-    print("| server | case | decode tok/s, median [min-max] | / its base, median [min-max] |")
+    print("| server | case | generated tok/s, median [min-max] | / its base, median [min-max] |")
     print("|---|---|---|---|")
     ratios = {}
     for n in servers:
