@@ -2,7 +2,7 @@
 // matmul_q8.h). Per thread and tile of kR weight rows:
 //   panel tiles: decode the rows into a panel (u8/int8 codes, a scale and a min per half-block), then multiply it
 //     with kT activation records at a time, kR x kT accumulators in registers (all types, all batch sizes);
-//   direct tiles (x86, Q8_0 / Q4_0 / Q4_1, and Q4_K / Q6_K on AVX-512, batch <= kDirectMaxBatch): unpack each
+//   direct tiles (x86, Q8_0 / Q4_0 / Q4_1, and Q4_K / Q6_K on AVX-512, batch <= DirectMaxBatch): unpack each
 //     block in registers, no panel (matmul_q8_direct_k-inl.h for the K-quants).
 // x86 targets use integer dot products per block of 32: AVX-512 VNNI's dpbusd on AVX3_DL, maddubs + madd
 // otherwise; AVX3 / AVX3_DL panel tiles take two blocks per 512-bit vector. Other targets run the panel tiles in
@@ -668,7 +668,15 @@ void AnyDirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, i
 #endif
 }
 
-constexpr int64_t kDirectMaxBatch = 4;  // beyond it the panel tiles win (they unpack once per token block)
+// The largest batch the direct tiles take; beyond it the panel tiles win (they unpack once per token block).
+// bench_matmul MatMulRows/TYPE/8, GMAC/s a thread (AVX-512, in cache), direct against panel: Q4_K 62.5 / 51.9,
+// Q6_K 44.6 / 50.8, Q8_0 40.9 / 42.2, Q4_0 35.4 / 46.5, Q4_1 35.1 / 46.4, Q5_0 34.1 / 43.0. From DRAM (a server's
+// decode step of 5-8 sequences) the direct tiles stream better: `bench_model_speed L1B 2 64 32 1 f16 8` on the
+// Llama-3.2-1B shape (Q4_K and Q6_K) 53.8 tok/s with both panel, 64.5-66.2 with Q4_K direct, 68.7-72.2 with both;
+// SmolLM2 (Q4_1) 332-381 with the panel, 258-291 direct.
+constexpr int64_t DirectMaxBatch(WeightType type) {
+  return (type == WeightType::kQ4_K || type == WeightType::kQ6_K) && TQ_Q8_512 ? 8 : 4;
+}
 
 template <WeightType kType>
 void RunDirect(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64_t row_end) {
@@ -772,7 +780,7 @@ void MatMulRowsImpl(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin,
                     uint8_t* scratch) {
 #if TQ_Q8_X86
   // Small batches (decode): unpack in registers. Larger ones: unpack once into the panel, reused by all tokens.
-  if (a.batch <= kDirectMaxBatch) {
+  if (a.batch <= DirectMaxBatch(a.type)) {
     switch (a.type) {
       case WeightType::kQ8_0: RunDirect<WeightType::kQ8_0>(a, acts, row_begin, row_end); return;
       case WeightType::kQ4_0: RunDirect<WeightType::kQ4_0>(a, acts, row_begin, row_end); return;
