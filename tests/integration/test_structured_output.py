@@ -148,7 +148,10 @@ def test_schema_on_completions_endpoint(client, model_id):
 
 
 def test_json_object(client, model_id):
-    r = client.chat.completions.create(model=model_id, messages=[{"role": "user", "content": "Give a JSON object with one key."}],
+    # A prompt with a flat answer: "Give a JSON object with one key." had greedy SmolLM2 nest {"key": ..., "value": {
+    # ...}} past any max_tokens once a last-ulp change in the FFN activation (0.03% of its values) moved its path.
+    prompt = 'Describe a cat as a JSON object with the keys "name" and "age".'
+    r = client.chat.completions.create(model=model_id, messages=[{"role": "user", "content": prompt}],
                                        max_tokens=400, temperature=0, response_format={"type": "json_object"})
     assert r.choices[0].finish_reason == "stop"
     assert isinstance(json.loads(r.choices[0].message.content), dict)
