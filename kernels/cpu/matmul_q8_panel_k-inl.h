@@ -1,7 +1,7 @@
-// Panel tiles for the K-quants (Q4_K, Q5_K, Q6_K) on AVX-512 targets: the prefill (batch > 4) product. Textually
-// included by matmul_q8.cc inside its per-target namespace, once per Highway target, after the direct K tiles: no
-// include guard, by design. Uses kR, kTMax, F16, DotQuads512, UnpackK4, UnpackQ6K, UnpackK4Scales and MinTerm from
-// there.
+// Panel tiles for the K-quants (Q4_K, Q5_K, Q6_K) on AVX-512 targets: the prefill product (Q4_K and Q6_K above
+// DirectMaxBatch in matmul_q8.cc, Q5_K at any batch). Textually included by matmul_q8.cc inside its per-target
+// namespace, once per Highway target, after the direct K tiles: no include guard, by design. Uses kR, kTMax, F16,
+// DotQuads512, UnpackK4, UnpackQ6K, UnpackK4Scales and MinTerm from there.
 //
 // The activations of these types share one scale dx per super-block of 256 (matmul_q8.h), so the scale factors
 // out of a super-block: for weight row r and token t,
