@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <thread>
@@ -243,8 +244,16 @@ int RunDaemon(const config::Config& cfg) {
     const auto grace = Clock::now() + std::chrono::seconds(5);
     while (state.in_flight > 0 && Clock::now() < grace) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  http.Stop(2000);
+  const bool http_stopped = http.Stop(2000);
   if (grpc_server) grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // The front ends take nothing new now; the engine goes only after its last user left. A handler still inside
+  // after the bound is a bug: exit without destroying what it may still touch.
+  if (!state.engine_gate.Close(std::chrono::seconds(5)) || !http_stopped) {
+    spdlog::error("shutdown: {} handler(s) still using the engine{}; exiting without tearing it down",
+                  state.engine_gate.held(), http_stopped ? "" : " and HTTP connection threads still running");
+    spdlog::shutdown();
+    std::_Exit(1);
+  }
   eng.reset();
   spdlog::info("drained; exiting");
   return 0;

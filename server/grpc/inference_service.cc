@@ -15,6 +15,9 @@ namespace {
 
 namespace v1 = tqserve::v1;
 
+// After shutdown closed the engine gate (server/engine_gate.h).
+grpc::Status ShuttingDown() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"); }
+
 std::string NewRequestId() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   char buf[24];
@@ -142,6 +145,8 @@ class GrpcStream final : public GenerationStream {
 
 grpc::Status InferenceService::Generate(grpc::ServerContext* context, const v1::GenerateRequest* in,
                                         grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  const EngineGate::Use use = state_->engine_gate.Enter();
+  if (!use) return ShuttingDown();
   RequestDeadline deadline(generation_->limits().request_timeout_s);
   deadline.Tighten(context->deadline());
   const Caller caller = CallerOf(context);
@@ -211,6 +216,8 @@ class EmbedStream final : public GenerationStream {
 
 grpc::Status InferenceService::Embed(grpc::ServerContext* context, const v1::EmbedRequest* in,
                                      v1::EmbedResponse* out) {
+  const EngineGate::Use use = state_->engine_gate.Enter();
+  if (!use) return ShuttingDown();
   RequestDeadline deadline(generation_->limits().request_timeout_s);
   deadline.Tighten(context->deadline());
   const Caller caller = CallerOf(context);
@@ -272,6 +279,8 @@ grpc::Status InferenceService::Embed(grpc::ServerContext* context, const v1::Emb
 
 grpc::Status InferenceService::Tokenize(grpc::ServerContext* context, const v1::TokenizeRequest* in,
                                         v1::TokenizeResponse* out) {
+  const EngineGate::Use use = state_->engine_gate.Enter();
+  if (!use) return ShuttingDown();
   if (auto s = CheckKey(context); !s.ok()) return s;
   for (int32_t id : engine_->Tokenize(in->text(), {.add_special = in->add_special(), .parse_special = true})) {
     out->add_ids(id);
@@ -281,6 +290,8 @@ grpc::Status InferenceService::Tokenize(grpc::ServerContext* context, const v1::
 
 grpc::Status InferenceService::Detokenize(grpc::ServerContext* context, const v1::DetokenizeRequest* in,
                                           v1::DetokenizeResponse* out) {
+  const EngineGate::Use use = state_->engine_gate.Enter();
+  if (!use) return ShuttingDown();
   if (auto s = CheckKey(context); !s.ok()) return s;
   const std::vector<int32_t> ids(in->ids().begin(), in->ids().end());
   auto text = engine_->Detokenize(ids);
@@ -291,6 +302,8 @@ grpc::Status InferenceService::Detokenize(grpc::ServerContext* context, const v1
 
 grpc::Status InferenceService::GetModelInfo(grpc::ServerContext* context, const v1::GetModelInfoRequest*,
                                             v1::ModelInfo* out) {
+  const EngineGate::Use use = state_->engine_gate.Enter();
+  if (!use) return ShuttingDown();
   if (auto s = CheckKey(context); !s.ok()) return s;
   const engine::ModelInfo info = engine_->Info();
   out->set_id(api_.model_id);
@@ -308,6 +321,8 @@ grpc::Status InferenceService::GetModelInfo(grpc::ServerContext* context, const 
 
 grpc::Status InferenceService::GetServerInfo(grpc::ServerContext* context, const v1::GetServerInfoRequest*,
                                              v1::ServerInfo* out) {
+  const EngineGate::Use use = state_->engine_gate.Enter();
+  if (!use) return ShuttingDown();
   if (auto s = CheckKey(context); !s.ok()) return s;
   const engine::EngineStats st = engine_->Stats();
   out->set_version(std::string(GetBuildInfo().version));
@@ -354,6 +369,8 @@ grpc::Status InferenceService::GetServerInfo(grpc::ServerContext* context, const
 }
 
 grpc::Status InferenceService::Abort(grpc::ServerContext* context, const v1::AbortRequest* in, v1::AbortResponse* out) {
+  const EngineGate::Use use = state_->engine_gate.Enter();
+  if (!use) return ShuttingDown();
   if (auto s = CheckKey(context); !s.ok()) return s;
   // A key may abort only its own requests (an admin key any): another's is "not found", as if absent.
   const Caller caller = CallerOf(context);
@@ -368,6 +385,8 @@ grpc::Status InferenceService::Abort(grpc::ServerContext* context, const v1::Abo
 
 grpc::Status InferenceService::SubscribeKvEvents(grpc::ServerContext* context, const v1::SubscribeKvEventsRequest* in,
                                                  grpc::ServerWriter<v1::KvEvent>* writer) {
+  const EngineGate::Use use = state_->engine_gate.Enter();
+  if (!use) return ShuttingDown();
   if (auto s = CheckKey(context); !s.ok()) return s;
   // A key sees only the events of its own requests (an admin key all, pages the prefix cache holds alone too).
   const Caller caller = CallerOf(context);

@@ -320,8 +320,8 @@ void HttpServer::ServeRequests(Stream& stream, TimedSocket& timed, tcp::socket& 
   }
 }
 
-void HttpServer::Stop(int timeout_ms) {
-  if (!acceptor_ || stopping_.exchange(true)) return;
+bool HttpServer::Stop(int timeout_ms) {
+  if (!acceptor_ || stopping_.exchange(true)) return true;
   ::shutdown(acceptor_->native_handle(), SHUT_RDWR);  // wakes the blocked accept()
   if (accept_thread_.joinable()) accept_thread_.join();
   beast::error_code ignored;
@@ -333,8 +333,9 @@ void HttpServer::Stop(int timeout_ms) {
   }
   if (!idle_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return open_connections_ == 0; })) {
     for (const auto& [fd, busy] : open_fds_) ::shutdown(fd, SHUT_RDWR);  // wakes blocked I/O; threads exit
-    idle_.wait_for(lock, std::chrono::seconds(5), [&] { return open_connections_ == 0; });
+    return idle_.wait_for(lock, std::chrono::seconds(5), [&] { return open_connections_ == 0; });
   }
+  return true;
 }
 
 }  // namespace tq::server

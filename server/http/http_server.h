@@ -69,8 +69,10 @@ class HttpServer {
   // Binds and starts accepting. Errors: the address is invalid or in use.
   Status Start();
   int port() const { return port_; }
-  // Stops accepting and waits up to `timeout_ms` for open connections to finish, then closes them.
-  void Stop(int timeout_ms);
+  // Stops accepting and waits up to `timeout_ms` for open connections to finish, then closes them and waits up to
+  // 5 s more for their threads. False when some connection thread is still running after that (it may still use
+  // this server and the handler's objects: the caller must not destroy them).
+  bool Stop(int timeout_ms);
 
  private:
   void AcceptLoop();

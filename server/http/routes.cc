@@ -76,6 +76,12 @@ void Router::Handle(const HttpRequest& req, ResponseWriter& w) {
     }
     return;
   }
+  // Everything below uses the engine: hold it for the rest of the request (server/engine_gate.h).
+  const EngineGate::Use use = state_->engine_gate.Enter();
+  if (!use) {
+    w.Send(ErrorResponse(http::status::service_unavailable, "the server is shutting down", "service_unavailable"));
+    return;
+  }
   if (path == "/metrics" && get) {
     HttpResponse r{http::status::ok, 11};
     r.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
