@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/kv_format_table.h"
+
 namespace tq::config {
 namespace {
 
@@ -158,9 +160,9 @@ std::vector<Option> BuildOptionTable(Config* c) {
       IntField(&c->limits.max_logit_bias, 300, 0, 1 << 20));
 
   // KV cache.
-  const std::vector<std::string> formats = {"auto", "f32", "f16", "int8", "tq2", "tq3", "tq4", "tq8",
-                                            "tq2.5", "tq3.5", "tq3p", "tq4p", "tq2c", "tq3c", "tq4c", "tq2.5c",
-                                            "tq3.5c"};
+  // auto, the plain f32 layer, then every row of the format table.
+  std::vector<std::string> formats = {"auto", std::string(kPlainF32LayerName)};
+  for (const FormatInfo& f : kFormatTable) formats.emplace_back(f.name);
   Add(&t, "kv.k_format", "kv-k", "Key format (`tqserve formats` lists them); auto = f16",
       EnumField(&c->kv.k_format, "auto", formats));
   Add(&t, "kv.v_format", "kv-v", "Value format; auto = f16", EnumField(&c->kv.v_format, "auto", formats));

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <string>
 
+#include "common/kv_format_table.h"
+
 namespace tq::config {
 namespace {
 
@@ -166,6 +168,22 @@ TEST_F(LoaderTest, BadValuesNameTheOptionAndWhatIsAllowed) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.what;
     EXPECT_NE(s.message().find(c.must_mention), std::string::npos) << c.what << ": " << s.message();
   }
+}
+
+// The KV format options take exactly auto, f32 and the names of the format table (common/kv_format_table.h).
+TEST_F(LoaderTest, KvFormatNamesComeFromTheFormatTable) {
+  for (const FormatInfo& f : kFormatTable) {
+    Loader loader;
+    Status s = loader.Load({.flags = {{"kv-k", std::string(f.name)}, {"kv-v", std::string(f.name)}}});
+    ASSERT_TRUE(s.ok()) << f.name << ": " << s.ToString();
+    EXPECT_EQ(loader.config().kv.k_format, f.name);
+  }
+  Loader plain;
+  ASSERT_TRUE(plain.Load({.flags = {{"kv-k", "f32"}}}).ok());
+  Loader bad;
+  const Status s = bad.Load({.flags = {{"kv-v", "tq5"}}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(std::string(kFormatTable.back().name)), std::string::npos) << s.ToString();
 }
 
 TEST_F(LoaderTest, BadFilesAreRefused) {
