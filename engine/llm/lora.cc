@@ -135,7 +135,7 @@ StatusOr<std::shared_ptr<const LoraAdapter>> LoraAdapter::Open(const std::string
       for (int k = 0; k < rank; ++k) p.bt[static_cast<size_t>(k * wb.rows + j)] = brow[static_cast<size_t>(k)];
     }
     a->max_rank_ = std::max(a->max_rank_, rank);
-    a->bytes_ += t.bytes + tb->bytes;
+    a->bytes_ += t.bytes + tb->bytes + p.bt.size() * sizeof(float);
     ++a->adapted_;
   }
   // Every lora_b must have had its lora_a.
@@ -151,11 +151,10 @@ StatusOr<std::shared_ptr<const LoraAdapter>> LoraAdapter::Open(const std::string
   return std::shared_ptr<const LoraAdapter>(std::move(a));
 }
 
-// Multiply-adds below which B (A x) runs on the calling thread.
-constexpr int64_t kSerialMacs = int64_t{1} << 18;
-
 void ApplyLora(std::span<const LoraGroup> groups, int layer, LoraTarget target, const float* x, int64_t x_stride,
                float* y, int64_t y_stride, ThreadPool& pool) {
+  // Multiply-adds below which B (A x) runs on the calling thread.
+  constexpr int64_t kSerialMacs = int64_t{1} << 18;
   for (const LoraGroup& g : groups) {
     const LoraPair* p = layer < 0 ? g.adapter->output() : g.adapter->Find(layer, target);
     if (p == nullptr) continue;

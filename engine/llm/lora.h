@@ -50,6 +50,7 @@ class LoraAdapter {
   const std::string& path() const { return path_; }
   float user_scale() const { return user_scale_; }
   int max_rank() const { return max_rank_; }
+  // Bytes the adapter holds: its lora_a / lora_b tensors and the f32 copies of B (LoraPair::bt).
   uint64_t bytes() const { return bytes_; }
   int adapted_matrices() const { return adapted_; }
   // CRC32C of the file: part of the KV and prefix-cache keys, so that pages computed with one adapter are never

@@ -28,6 +28,13 @@ std::vector<float> Gates() {
   return g;
 }
 
+// The up rows: 0.5 to 2, so that the product scales the gate's error.
+std::vector<float> Ups(size_t n) {
+  std::vector<float> up(n);
+  for (size_t i = 0; i < n; ++i) up[i] = 0.5f + static_cast<float>(i % 7) * 0.25f;
+  return up;
+}
+
 // Against the double-precision formula: 4e-6 relative, plus 2e-7 |g up| absolute: where 1 + tanh (or 1 + exp)
 // cancels, float keeps an absolute error of an ulp of 1 times g up / 2, in the scalar form as in SIMD.
 void ExpectClose(const std::vector<float>& gate, const std::vector<float>& up, const std::vector<float>& got,
@@ -41,8 +48,8 @@ void ExpectClose(const std::vector<float>& gate, const std::vector<float>& up, c
 
 TEST_P(ActivationTest, SwiGluMatchesFormula) {
   const std::vector<float> g = Gates();
-  std::vector<float> up(g.size()), out = g;
-  for (size_t i = 0; i < up.size(); ++i) up[i] = 0.5f + static_cast<float>(i % 7) * 0.25f;
+  const std::vector<float> up = Ups(g.size());
+  std::vector<float> out = g;
   SwiGluF32(out.data(), up.data(), static_cast<int64_t>(out.size()));
   std::vector<double> want(g.size());
   for (size_t i = 0; i < g.size(); ++i) want[i] = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * up[i];
@@ -51,8 +58,8 @@ TEST_P(ActivationTest, SwiGluMatchesFormula) {
 
 TEST_P(ActivationTest, GeGluTanhMatchesFormula) {
   const std::vector<float> g = Gates();
-  std::vector<float> up(g.size()), out = g;
-  for (size_t i = 0; i < up.size(); ++i) up[i] = 0.5f + static_cast<float>(i % 7) * 0.25f;
+  const std::vector<float> up = Ups(g.size());
+  std::vector<float> out = g;
   GeGluTanhF32(out.data(), up.data(), static_cast<int64_t>(out.size()));
   std::vector<double> want(g.size());
   for (size_t i = 0; i < g.size(); ++i) {
