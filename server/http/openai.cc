@@ -393,7 +393,8 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
     }
     job.include_usage = so.value("include_usage", false);
   }
-  // logprobs: chat takes a boolean plus top_logprobs [0, 20]; completions take an integer [0, 5].
+  // logprobs: chat takes a boolean plus top_logprobs [0, 20]; completions take an integer [0, 20] (OpenAI's legacy
+  // endpoint stops at 5; vLLM, like us, takes up to 20, which a near-tie check between two runs needs).
   if (chat) {
     if (!f.Bool("logprobs", &job.logprobs) || !f.Number("top_logprobs", 0, 20, &job.top_logprobs)) {
       return std::nullopt;
@@ -404,7 +405,7 @@ std::optional<CompletionJob> ParseCompletionRequest(const json& body, bool chat,
     }
   } else {
     int lp = -1;
-    if (!f.Number("logprobs", 0, 5, &lp)) return std::nullopt;
+    if (!f.Number("logprobs", 0, 20, &lp)) return std::nullopt;
     job.logprobs = lp >= 0;
     job.top_logprobs = std::max(lp, 0);
   }

@@ -95,6 +95,23 @@ def test_logprobs(client, model_id):
         assert abs(entry.top_logprobs[0].logprob - entry.logprob) < 1e-4
 
 
+def test_completion_logprobs_up_to_20(client, model_id):
+    # The completions endpoint takes logprobs up to 20 (OpenAI's stops at 5; vLLM's at 20): the top entries come
+    # sorted, the chosen token's log-probability among them; 21 is a 400 naming the field.
+    r = client.completions.create(model=model_id, prompt="The capital of France is", max_tokens=3, temperature=0,
+                                  logprobs=20)
+    lp = r.choices[0].logprobs
+    assert len(lp.tokens) == 3
+    for token, logprob, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        values = list(top.values())
+        assert len(values) == 20
+        assert values == sorted(values, reverse=True)
+        assert abs(values[0] - logprob) < 1e-4
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=model_id, prompt="x", max_tokens=1, logprobs=21)
+    assert "logprobs" in str(e.value)
+
+
 def test_tokenize_detokenize(daemon):
     ids = http.post(daemon.url + "/tokenize", {"content": "Hello world", "add_special": False}).json()["tokens"]
     assert len(ids) >= 2
