@@ -37,6 +37,10 @@ struct MatMulArgs {
   int64_t batch = 1;
   float* y = nullptr;          // [batch, y_stride]
   int64_t y_stride = 0;
+  // Every batch takes the same kernel (the panel tiles), so row b of Y is bit for bit the same whatever the other
+  // rows of X are and however many there are. Otherwise small batches take the direct tiles, whose sums differ
+  // from the panel's in the last bits (up to ~1e-4 relative), enough to flip int8 activation codes downstream.
+  bool batch_invariant = false;
 };
 
 // Rows per decoded panel: a thread's row range is best a multiple of it (any range is correct).

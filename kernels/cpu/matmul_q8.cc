@@ -779,8 +779,9 @@ void RunRowsK(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64
 void MatMulRowsImpl(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64_t row_end,
                     uint8_t* scratch) {
 #if TQ_Q8_X86
-  // Small batches (decode): unpack in registers. Larger ones: unpack once into the panel, reused by all tokens.
-  if (a.batch <= DirectMaxBatch(a.type)) {
+  // Small batches (decode): unpack in registers, unless the caller asked for the same kernel at every batch;
+  // larger ones: unpack once into the panel, reused by all tokens.
+  if (!a.batch_invariant && a.batch <= DirectMaxBatch(a.type)) {
     switch (a.type) {
       case WeightType::kQ8_0: RunDirect<WeightType::kQ8_0>(a, acts, row_begin, row_end); return;
       case WeightType::kQ4_0: RunDirect<WeightType::kQ4_0>(a, acts, row_begin, row_end); return;

@@ -93,8 +93,10 @@ std::vector<float> MakeActivations(int64_t batch, int64_t cols, std::mt19937& rn
 }
 
 // Y for `batch` rows of x, rows computed in two ranges split at `split` (any split is valid).
-std::vector<float> RunMatMul(const Matrix& m, const std::vector<float>& x, int64_t batch, int64_t split) {
+std::vector<float> RunMatMul(const Matrix& m, const std::vector<float>& x, int64_t batch, int64_t split,
+                             bool batch_invariant = false) {
   MatMulArgs a;
+  a.batch_invariant = batch_invariant;
   a.type = m.type;
   a.w = m.bytes.data();
   a.row_bytes = m.row_bytes;
@@ -207,6 +209,32 @@ TEST_P(MatMulTest, ResultsDoNotDependOnBatch) {
       const std::vector<float> one = RunMatMul(m, xb, 1, 4);
       for (int64_t r = 0; r < 9; ++r) {
         EXPECT_NEAR(one[r], all[b * 9 + r], 1e-5f * (std::fabs(one[r]) + 1.0f)) << WeightTypeName(type) << " b " << b;
+      }
+    }
+  }
+}
+
+// With batch_invariant, a row's result is bit for bit the same alone, in a batch of 3 (the direct tiles' range
+// otherwise) and in a batch of 11 (the panel's), whatever row of the batch it is.
+TEST_P(MatMulTest, BatchInvariantResultsAreBitwiseEqual) {
+  std::mt19937 rng(5);
+  for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kQ8_0, WeightType::kQ4_0,
+                          WeightType::kQ4_1, WeightType::kQ5_0, WeightType::kQ4_K, WeightType::kQ5_K,
+                          WeightType::kQ6_K}) {
+    const Matrix m = MakeMatrix(type, 9, 512, false, rng);
+    const std::vector<float> x = MakeActivations(11, 512, rng);
+    const std::vector<float> all = RunMatMul(m, x, 11, 4, true);
+    for (int64_t b = 0; b < 11; ++b) {
+      const std::vector<float> xb(x.begin() + b * 512, x.begin() + (b + 1) * 512);
+      const std::vector<float> one = RunMatMul(m, xb, 1, 4, true);
+      std::vector<float> x3(3 * 512);
+      for (int64_t j = 0; j < 3; ++j) std::copy(xb.begin(), xb.end(), x3.begin() + j * 512);
+      std::copy(x.begin(), x.begin() + 512, x3.begin());  // another row first: xb is rows 1 and 2
+      const std::vector<float> three = RunMatMul(m, x3, 3, 8, true);
+      for (int64_t r = 0; r < 9; ++r) {
+        ASSERT_EQ(one[r], all[b * 9 + r]) << WeightTypeName(type) << " b " << b << " r " << r;
+        ASSERT_EQ(one[r], three[9 + r]) << WeightTypeName(type) << " b " << b << " r " << r;
+        ASSERT_EQ(one[r], three[18 + r]) << WeightTypeName(type) << " b " << b << " r " << r;
       }
     }
   }
