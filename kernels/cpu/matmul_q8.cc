@@ -565,78 +565,123 @@ inline void PrefetchLines(const uint8_t* p, int64_t n) {
 
 // Direct tiles for the types with blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0): codes and scales come straight from the
 // weight rows, unpacked in registers, with no panel. w[r] is row r of the tile.
+//
+// Each output is the panel tile's (Tile) float arithmetic on the same values in the same order: on AVX-512 pairs
+// of blocks in one 512-bit accumulator whose halves are added at the end, an odd last block in 256 bits, then
+// the min terms lane-wise per 8 half-blocks, then HorizontalSum. The integer dots are exact either way, so a
+// row's result is bit for bit the same through either tile, whatever the batch (MatMulTest.DirectAndPanelTiles
+// AgreeBitwise); batch_invariant then costs nothing for these types.
+template <WeightType kType>
+inline __m256i BlockCodes(const uint8_t* blk) {
+  if constexpr (kType == WeightType::kQ8_0) return Load32(blk + 2);
+  if constexpr (kType == WeightType::kQ5_0) return _mm256_or_si256(Nibbles(blk + 6), FifthBits(LoadU32(blk + 2)));
+  if constexpr (kType == WeightType::kQ4_1) return Nibbles(blk + 4);
+  return Nibbles(blk + 2);  // Q4_0
+}
+
+// The panel's min terms (DecodePanelRow's mn) of half-blocks 2 b0 .. 2 b0 + 7, i.e. of blocks b0 .. b0 + 3 (each
+// twice), in 8 lanes; lanes of blocks at or past nb are 0 (and their bytes are not read).
+template <WeightType kType>
+inline __m256 HalfBlockMins(const uint8_t* row, int64_t b0, int64_t nb, int64_t block_bytes) {
+  constexpr int kOffset = kType == WeightType::kQ4_1 ? 2 : 0;  // Q4_1: m; Q4_0, Q5_0: d
+  // Built in registers: four 2-byte stores and a 16-byte load would stall on store forwarding.
+  const auto half = [&](int k) -> int16_t {
+    return b0 + k < nb ? static_cast<int16_t>(LoadU16(row + (b0 + k) * block_bytes + kOffset)) : int16_t{0};
+  };
+  __m128 v = _mm_cvtph_ps(_mm_setr_epi16(half(0), half(1), half(2), half(3), 0, 0, 0, 0));
+  if constexpr (kType == WeightType::kQ4_0) v = _mm_mul_ps(_mm_set1_ps(-8.0f), v);
+  if constexpr (kType == WeightType::kQ5_0) v = _mm_mul_ps(_mm_set1_ps(-16.0f), v);
+  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+}
+
 template <WeightType kType, int kT>
 void DirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int64_t stride, float out[kR][kTMax]) {
   constexpr bool kSigned = kType == WeightType::kQ8_0;
+  constexpr bool kMin = !kSigned;
   constexpr int64_t kBlockBytes = kType == WeightType::kQ8_0   ? 34
                                   : kType == WeightType::kQ4_0 ? 18
                                   : kType == WeightType::kQ5_0 ? 22
                                                                : 20;
-  // Offset of the codes in a block (Q5_0: after d and the 4 bytes of fifth bits).
-  constexpr int64_t kCodes = kType == WeightType::kQ4_1 ? 4 : kType == WeightType::kQ5_0 ? 6 : 2;
   // One prefetch per two blocks where two span less than a cache line (so every line still gets one).
   constexpr int64_t kPrefetchEvery = 2 * kBlockBytes < 64 ? 2 : 1;
   const int64_t nb = cols / 32;
   const float* dx[kT];
   for (int t = 0; t < kT; ++t) dx[t] = reinterpret_cast<const float*>(acts + t * stride + cols);
-  __m256 acc[kR][kT];
-  __m128 min_acc[kR];  // lane t: sum over blocks of the row's min times token t's block sum
   for (int r = 0; r < kR; ++r) {
-    min_acc[r] = _mm_setzero_ps();
-    for (int t = 0; t < kT; ++t) acc[r][t] = _mm256_setzero_ps();
-  }
-  for (int r = 0; r < kR; ++r) {
-  for (int64_t b = 0; b < nb; ++b) {
-    __m256i xq[kT];
-    __m256 xd[kT];
-    for (int t = 0; t < kT; ++t) {
-      xq[t] = Load32(acts + t * stride + 32 * b);
-      xd[t] = _mm256_broadcast_ss(dx[t] + b);
-    }
-    __m128 sums = _mm_setzero_ps();  // lane t: token t's block sum (sb)
-    if constexpr (!kSigned) {
-      const int64_t i = 3 * nb + b;
-      if constexpr (kT == 1) sums = _mm_load_ss(dx[0] + i);
-      if constexpr (kT == 2) sums = _mm_setr_ps(dx[0][i], dx[1][i], 0.0f, 0.0f);
-      if constexpr (kT == 3) sums = _mm_setr_ps(dx[0][i], dx[1][i], dx[2][i], 0.0f);
-      if constexpr (kT == 4) sums = _mm_setr_ps(dx[0][i], dx[1][i], dx[2][i], dx[3][i]);
-    }
+    __m256 acc[kT];
+    int64_t b = 0;
+#if TQ_Q8_512
     {
+      const __m512i block_index = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+      __m512 acc2[kT];
+      for (int t = 0; t < kT; ++t) acc2[t] = _mm512_setzero_ps();
+      for (; b + 2 <= nb; b += 2) {
+        const uint8_t* blk = w[r] + b * kBlockBytes;
+        hwy::Prefetch(blk + kStreamAhead);
+        if constexpr (kPrefetchEvery == 1) hwy::Prefetch(blk + kBlockBytes + kStreamAhead);
+        const __m512i c = _mm512_inserti64x4(_mm512_castsi256_si512(BlockCodes<kType>(blk)),
+                                             BlockCodes<kType>(blk + kBlockBytes), 1);
+        const __m512 sv = _mm512_insertf32x8(_mm512_castps256_ps512(BroadcastF16(blk)),
+                                             BroadcastF16(blk + kBlockBytes), 1);
+        const __m512i ca = kSigned ? _mm512_abs_epi8(c) : c;
+        for (int t = 0; t < kT; ++t) {
+          __m512i xs = _mm512_loadu_si512(acts + t * stride + 32 * b);
+          if constexpr (kSigned) xs = _mm512_mask_sub_epi8(xs, _mm512_movepi8_mask(c), _mm512_setzero_si512(), xs);
+          const __m128 d2 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(dx[t] + b)));
+          const __m512 xd = _mm512_permutexvar_ps(block_index, _mm512_castps128_ps512(d2));
+          acc2[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotQuads512(ca, xs)), _mm512_mul_ps(sv, xd), acc2[t]);
+        }
+      }
+      for (int t = 0; t < kT; ++t) {
+        acc[t] = _mm256_add_ps(_mm512_castps512_ps256(acc2[t]), _mm512_extractf32x8_ps(acc2[t], 1));
+      }
+    }
+#else
+    for (int t = 0; t < kT; ++t) acc[t] = _mm256_setzero_ps();
+#endif
+    for (; b < nb; ++b) {
       const uint8_t* blk = w[r] + b * kBlockBytes;
       if (b % kPrefetchEvery == 0) hwy::Prefetch(blk + kStreamAhead);
-      __m256i c;
-      if constexpr (kSigned) {
-        c = Load32(blk + kCodes);
-      } else if constexpr (kType == WeightType::kQ5_0) {
-        c = _mm256_or_si256(Nibbles(blk + kCodes), FifthBits(LoadU32(blk + 2)));
-      } else {
-        c = Nibbles(blk + kCodes);
-      }
+      const __m256i c = BlockCodes<kType>(blk);
       const __m256 vd = BroadcastF16(blk);
-      if constexpr (kType == WeightType::kQ4_0 || kType == WeightType::kQ5_0) {
-        const float offset = kType == WeightType::kQ4_0 ? -8.0f : -16.0f;
-        min_acc[r] = _mm_fmadd_ps(_mm_mul_ps(_mm256_castps256_ps128(vd), _mm_set1_ps(offset)), sums, min_acc[r]);
-      }
-      if constexpr (kType == WeightType::kQ4_1) {
-        min_acc[r] = _mm_fmadd_ps(_mm256_castps256_ps128(BroadcastF16(blk + 2)), sums, min_acc[r]);
-      }
       const __m256i ca = kSigned ? _mm256_sign_epi8(c, c) : c;
       for (int t = 0; t < kT; ++t) {
-        const __m256i xs = kSigned ? _mm256_sign_epi8(xq[t], c) : xq[t];
-        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DotQuads(ca, xs)), _mm256_mul_ps(vd, xd[t]), acc[r][t]);
+        const __m256i xq = Load32(acts + t * stride + 32 * b);
+        const __m256i xs = kSigned ? _mm256_sign_epi8(xq, c) : xq;
+        const __m256 xd = _mm256_broadcast_ss(dx[t] + b);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DotQuads(ca, xs)), _mm256_mul_ps(vd, xd), acc[t]);
       }
     }
-  }
-  }
-  for (int r = 0; r < kR; ++r) {
-    alignas(16) float mins[4];
-    _mm_store_ps(mins, min_acc[r]);
-    for (int t = 0; t < kT; ++t) out[r][t] = HorizontalSum(acc[r][t]) + mins[t];
+    if constexpr (kMin) {  // as Tile: the min of half-blocks i..i+7 times the token's half-block sums
+      const int64_t n = 2 * nb;
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8) {
+        const __m256 m = HalfBlockMins<kType>(w[r], i / 2, nb, kBlockBytes);
+        for (int t = 0; t < kT; ++t) acc[t] = _mm256_fmadd_ps(m, _mm256_loadu_ps(dx[t] + nb + i), acc[t]);
+      }
+      if (i < n) {  // Tile's masked tail: the lanes past n are 0 in both operands
+        const __m256i tail_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)),
+                                                     _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        // +0 past the end, as Tile's masked load gives (Q4_0's -8 * 0 would be -0).
+        const __m256 m = _mm256_and_ps(HalfBlockMins<kType>(w[r], i / 2, nb, kBlockBytes),
+                                       _mm256_castsi256_ps(tail_mask));
+        for (int t = 0; t < kT; ++t) {
+          acc[t] = _mm256_fmadd_ps(m, _mm256_maskload_ps(dx[t] + nb + i, tail_mask), acc[t]);
+        }
+      }
+    }
+    for (int t = 0; t < kT; ++t) out[r][t] = HorizontalSum(acc[t]);
   }
 }
 
 #include "kernels/cpu/matmul_q8_direct_k-inl.h"  // DirectTileQ4K, DirectTileQ6K (AVX-512 and AVX2 targets)
 #include "kernels/cpu/matmul_q8_panel_k-inl.h"   // DecodePanelRowK, TileK (AVX-512 targets)
+
+// Whether the direct tile of `type` gives bit for bit the panel tile's result (DirectTile's comment).
+constexpr bool DirectMatchesPanel(WeightType type) {
+  return type == WeightType::kQ8_0 || type == WeightType::kQ4_0 || type == WeightType::kQ4_1 ||
+         type == WeightType::kQ5_0;
+}
 
 // Whether the target has direct tiles for `type`.
 constexpr bool HasDirectTile(WeightType type) {
@@ -779,9 +824,10 @@ void RunRowsK(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64
 void MatMulRowsImpl(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64_t row_end,
                     uint8_t* scratch) {
 #if TQ_Q8_X86
-  // Small batches (decode): unpack in registers, unless the caller asked for the same kernel at every batch;
-  // larger ones: unpack once into the panel, reused by all tokens.
-  if (!a.batch_invariant && a.batch <= DirectMaxBatch(a.type)) {
+  // Small batches (decode): unpack in registers; larger ones: unpack once into the panel, reused by all tokens.
+  // The block-32 direct tiles sum exactly as the panel does; the K-quant ones do not, so batch_invariant keeps
+  // those on the panel at every batch.
+  if ((!a.batch_invariant || DirectMatchesPanel(a.type)) && a.batch <= DirectMaxBatch(a.type)) {
     switch (a.type) {
       case WeightType::kQ8_0: RunDirect<WeightType::kQ8_0>(a, acts, row_begin, row_end); return;
       case WeightType::kQ4_0: RunDirect<WeightType::kQ4_0>(a, acts, row_begin, row_end); return;

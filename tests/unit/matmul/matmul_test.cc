@@ -240,6 +240,26 @@ TEST_P(MatMulTest, BatchInvariantResultsAreBitwiseEqual) {
   }
 }
 
+// The block-32 types' direct tiles (decode-sized batches) do the panel tiles' float arithmetic in the same order,
+// so without batch_invariant too a row's result is bit for bit the same alone and in a batch of 11.
+TEST_P(MatMulTest, DirectAndPanelTilesAgreeBitwise) {
+  std::mt19937 rng(6);
+  for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0}) {
+    for (int64_t cols : {512, 544, 96}) {  // even and odd block counts (the 512-bit pairs and the last block)
+      const Matrix m = MakeMatrix(type, 9, cols, false, rng);
+      const std::vector<float> x = MakeActivations(11, cols, rng);
+      const std::vector<float> all = RunMatMul(m, x, 11, 4);
+      for (int64_t b = 0; b < 11; ++b) {
+        const std::vector<float> xb(x.begin() + b * cols, x.begin() + (b + 1) * cols);
+        const std::vector<float> one = RunMatMul(m, xb, 1, 4);
+        for (int64_t r = 0; r < 9; ++r) {
+          ASSERT_EQ(one[r], all[b * 9 + r]) << WeightTypeName(type) << " cols " << cols << " b " << b << " r " << r;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(MatMulTest, DecodeRowMatchesReference) {
   std::mt19937 rng(4);
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kQ8_0,
