@@ -24,7 +24,6 @@ struct EngineConfig {
   int max_batch_tokens = 512;  // token budget of one engine step (decodes + prefill chunks)
   int max_running = 32;        // sequences decoding at once
   int max_waiting = 1024;      // queued requests beyond which new ones get 429
-  bool batch_invariant = false;  // outputs independent of the batch (slower decode); see docs/serving.md
   std::string device = "cpu";  // cpu | cuda (weights and KV in GPU memory; see docs/gpu.md)
 };
 

@@ -52,11 +52,6 @@ std::vector<Option> BuildOptionTable(Config* c) {
       IntField(&c->engine.max_running, 32, 1, 4096));
   Add(&t, "engine.max_waiting", "max-waiting", "Most requests queued for admission; beyond it requests get 429",
       IntField(&c->engine.max_waiting, 1024, 1, 1 << 20));
-  Add(&t, "engine.batch_invariant", "batch-invariant",
-      "Every weight product takes the same kernel whatever the batch, so a request's tokens and log-probabilities "
-      "do not depend on what runs beside it or on how its prompt is chunked (greedy output reproducible under "
-      "load); decode-sized batches are slower. CPU only",
-      BoolField(&c->engine.batch_invariant, false));
   Add(&t, "engine.device", "device",
       "Where the forward pass runs: cpu, or cuda (weights and KV in GPU memory; one K and one V format for "
       "every "

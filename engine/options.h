@@ -86,9 +86,6 @@ struct EngineOptions {
   int max_batch_tokens = 512;  // tokens per step: decodes first, then prefill chunks
   int max_running = 32;        // sequences decoding at once
   int max_waiting = 1024;      // queued requests beyond which Submit() says resource_exhausted
-  // A request's tokens and log-probabilities do not depend on what runs beside it or on how its prompt is cut
-  // into chunks (Model::set_batch_invariant; CPU forward pass only). Off: faster decode-sized products.
-  bool batch_invariant = false;
   KvSpec kv;                   // KV formats per layer
   KvStoreOptions kv_store;     // tier budgets, cold directory, I/O backend
   uint64_t prefix_cache_bytes = uint64_t{1} << 30;  // pages kept for reuse by later requests; 0 = off

@@ -57,7 +57,6 @@ StatusOr<engine::EngineOptions> ToEngineOptions(const config::Config& cfg, std::
   eo.max_batch_tokens = cfg.engine.max_batch_tokens;
   eo.max_running = cfg.engine.max_running;
   eo.max_waiting = cfg.engine.max_waiting;
-  eo.batch_invariant = cfg.engine.batch_invariant;
   eo.device = cfg.engine.device;
   eo.chat_format = cfg.server.chat_format;
   eo.chat_control_tokens = cfg.server.chat_control_tokens;

@@ -14,16 +14,14 @@ prompt lengths, greedy, `ignore_eos`, a fixed max_tokens), then checks:
   * the fault really happened (disk full seen, pread chosen, injected latency measured, aborts counted, ...).
 
 Reference and "wrong tokens": the reference is made at concurrency 1 on a fresh daemon, and each request is
-compared with it token by token. By default every daemon runs with `--batch-invariant true`: a request's tokens
-and log-probabilities then do not depend on what ran beside it or on how its prompt was chunked, so any
-difference from the reference, one token or one log-probability, is a wrong token, and the comparison sees KV
-damage however small. With --no-batch-invariant the daemons use the default kernels, whose decode-sized products
-differ from the large ones in the last bits; int8 activations downstream turn that into log-probabilities that
-move by up to ~0.5 nats under load (--determinism measures it). Requests are then compared up to their first
-divergence: a near-tie (benign) when each run's token is among the other run's top 20 with a log-probability
-within --tie-nats (1.0) of that run's choice; anything else is a wrong token, and so is a chosen token whose
-log-probability moved by more than --lp-nats (1.5) before the divergence. Tokens after a near-tie cannot be
-compared and are reported as "unverified", never as correct. `--faults drill` checks the check: a daemon whose
+compared with it token by token. The CPU forward pass is batch-invariant (docs/serving.md, "Batch invariance"): a
+request's tokens and log-probabilities do not depend on what ran beside it or on how its prompt was chunked, so
+any difference from the reference, one token or one log-probability, is a wrong token, and the comparison sees KV
+damage however small. --tie-nats and --lp-nats loosen the rule (for a build that is not invariant): requests are
+then compared up to their first divergence, a near-tie (benign) when each run's token is among the other run's
+top 20 with a log-probability within --tie-nats of that run's choice; anything else is a wrong token, and so is
+a chosen token whose log-probability moved by more than --lp-nats before the divergence. Tokens after a near-tie
+cannot be compared and are reported as "unverified", never as correct. `--faults drill` checks the check: a daemon whose
 KV is 2-bit everywhere must come out wrong.
 
     python3 bench/chaos/chaos.py --short          # the CI mode: every fault, fewer clients (~4 min on 2 cores)
@@ -133,7 +131,7 @@ class Daemon:
         cmd = [self.ctx.binary, "serve", "--model", self.ctx.model, "--host", "127.0.0.1",
                "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port), "--threads",
                str(self.ctx.threads), "--ctx-size", str(CTX), "--max-concurrent-requests", str(SLOT_LIMIT),
-               "--kv-cold-dir", self.cold_dir, *self.ctx.mode_args, *self.args]
+               "--kv-cold-dir", self.cold_dir, *self.args]
         if self.wrapper and self.wrapper.startswith("tmpfs:"):
             size = self.wrapper.split(":", 1)[1]
             os.makedirs(self.cold_dir, mode=0o700, exist_ok=True)
@@ -606,7 +604,6 @@ class Harness:
         shutil.copy2(src, self.binary)
         self.model = args.model
         self.threads = args.threads
-        self.mode_args = ["--batch-invariant", "true"] if args.batch_invariant else []
         self.rows = []
         self.daemons = []
 
@@ -1175,7 +1172,7 @@ def print_table(rows, args, out=sys.stdout):
     p()
     p(f"chaos: {args.clients} clients, {args.requests} requests per run, {args.max_tokens} tokens each (greedy, "
       f"ignore_eos), prompts 4-~1500 tokens; reference at concurrency 1; "
-      f"{'batch-invariant daemons, ' if args.batch_invariant else ''}near-tie {args.tie_nats:g} nats, "
+      f"near-tie {args.tie_nats:g} nats, "
       f"logprob drift limit {args.lp_nats:g} nats")
     p("| fault | reqs | ok | errors by kind | unclear | wrong tok | exact / near-tie (unverified tok) | max dlogp "
       "| crashes | slots back | KV back | RSS MiB before/after | RSS slope MiB/h | s |")
@@ -1232,16 +1229,12 @@ def main():
     ap.add_argument("--send-timeout", type=float, default=3)
     ap.add_argument("--drain-timeout", type=float, default=20)
     ap.add_argument("--kv-budget", default="12MiB", help="hot and warm budgets of the KV-budget fault")
-    ap.add_argument("--batch-invariant", action=argparse.BooleanOptionalAction, default=True,
-                    help="run every daemon with --batch-invariant true, so that outputs must equal the reference "
-                         "exactly (the default); --no-batch-invariant: the default kernels, compared with the "
-                         "near-tie rule")
-    ap.add_argument("--tie-nats", type=float,
+    ap.add_argument("--tie-nats", type=float, default=0.0,
                     help="a divergence counts as a near-tie when the two tokens are within this in both runs "
-                         "(default: 0 with --batch-invariant, else 1)")
-    ap.add_argument("--lp-nats", type=float,
+                         "(default 0: outputs must equal the reference exactly)")
+    ap.add_argument("--lp-nats", type=float, default=0.0,
                     help="a chosen token's log-probability may move this much before the first divergence "
-                         "(default: 0 with --batch-invariant, else 1.5)")
+                         "(default 0)")
     ap.add_argument("--soak-sample", type=float, default=5, help="seconds between RSS samples in the soak")
     ap.add_argument("--rss-slope-limit", type=float, default=30,
                     help="soak fails when RSS grows faster than this (MiB/h) over its second half")
@@ -1249,11 +1242,6 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, cold dirs)")
     args = ap.parse_args()
     args.prefix_note = "1 GiB by default"
-    # Batch-invariant daemons reproduce the reference bit for bit: any moved log-probability is a wrong token.
-    if args.tie_nats is None:
-        args.tie_nats = 0.0 if args.batch_invariant else 1.0
-    if args.lp_nats is None:
-        args.lp_nats = 0.0 if args.batch_invariant else 1.5
     short = args.short
     args.clients = args.clients or (8 if short else 32)
     args.requests = args.requests or (12 if short else 64)

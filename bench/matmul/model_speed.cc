@@ -1,13 +1,12 @@
 // Prompt-processing and decode speed of the forward pass on a GGUF model, for vs_llama.py.
 //
-//   bench_model_speed MODEL THREADS [PROMPT_TOKENS=128] [DECODE_TOKENS=32] [REPS=3] [KV=f16] [BATCH=1] [INVARIANT=0]
+//   bench_model_speed MODEL THREADS [PROMPT_TOKENS=128] [DECODE_TOKENS=32] [REPS=3] [KV=f16] [BATCH=1]
 //
 // Each repetition starts BATCH fresh sequences: one Forward call over PROMPT_TOKENS tokens each (logits of the last
 // one), then DECODE_TOKENS Forward calls of BATCH tokens, one per sequence (greedy): a server's batched decode step.
 // prefill_tok_s counts every sequence's prompt, decode_tok_s every sequence's tokens (BATCH per step). KV is the format of every K and V page, as the server
 // stores them (its default is f16, as llama.cpp's), or f32 for plain exact rows (no pages). Prints one JSON object
-// per repetition: {"prefill_tok_s": F, "decode_tok_s": F}. INVARIANT=1 runs the model in batch-invariant mode
-// (Model::set_batch_invariant: the panel kernels at every batch).
+// per repetition: {"prefill_tok_s": F, "decode_tok_s": F}.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,7 +30,7 @@ double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 int main(int argc, char** argv) {
   using namespace tq::engine;
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s MODEL THREADS [PROMPT_TOKENS] [DECODE_TOKENS] [REPS] [KV] [BATCH] [INVARIANT]\n",
+    std::fprintf(stderr, "usage: %s MODEL THREADS [PROMPT_TOKENS] [DECODE_TOKENS] [REPS] [KV] [BATCH]\n",
                  argv[0]);
     return 2;
   }
@@ -41,7 +40,6 @@ int main(int argc, char** argv) {
   const int reps = argc > 5 ? std::atoi(argv[5]) : 3;
   const std::string kv_format = argc > 6 ? argv[6] : "f16";
   const int n_seq = argc > 7 ? std::atoi(argv[7]) : 1;
-  const bool invariant = argc > 8 && std::atoi(argv[8]) != 0;
   if (threads < 1 || prompt < 1 || decode < 0 || reps < 1 || n_seq < 1) {
     std::fprintf(stderr, "bench_model_speed: THREADS, PROMPT_TOKENS, REPS and BATCH must be >= 1\n");
     return 2;
@@ -51,7 +49,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
     return 1;
   }
-  (*model)->set_batch_invariant(invariant);
   const Model& m = **model;
   const int vocab = m.hparams().vocab_size;
   ThreadPool pool(threads);

@@ -15,10 +15,9 @@
 namespace tq::engine {
 namespace {
 
-// The kernels' view of y = W x. x: [batch, w.cols], y: [batch, w.rows]. invariant: MatMulArgs::batch_invariant.
-kernels::MatMulArgs ArgsFor(const Weight& w, const float* x, int64_t batch, float* y, bool invariant) {
+// The kernels' view of y = W x. x: [batch, w.cols], y: [batch, w.rows].
+kernels::MatMulArgs ArgsFor(const Weight& w, const float* x, int64_t batch, float* y) {
   kernels::MatMulArgs args;
-  args.batch_invariant = invariant;
   args.type = w.type;
   args.w = w.data;
   args.row_bytes = w.row_bytes;
@@ -33,9 +32,9 @@ kernels::MatMulArgs ArgsFor(const Weight& w, const float* x, int64_t batch, floa
 // y[b] = W x[b] for b in [0, batch). The activations are prepared once per product (for a small batch every
 // thread prepares its own copy, which is cheaper than another barrier), then the rows are split over the pool in
 // whole row tiles.
-void MatMul(const Weight& w, const float* x, int64_t batch, float* y, ThreadPool& pool, bool invariant) {
+void MatMul(const Weight& w, const float* x, int64_t batch, float* y, ThreadPool& pool) {
   constexpr int64_t kPrivateActsMaxBatch = 4;
-  const kernels::MatMulArgs args = ArgsFor(w, x, batch, y, invariant);
+  const kernels::MatMulArgs args = ArgsFor(w, x, batch, y);
   const int64_t act_bytes = kernels::MatMulActivationBytes(args);
   const int64_t scratch_bytes = kernels::MatMulScratchBytes(args);
   const bool private_acts = batch <= kPrivateActsMaxBatch;
@@ -73,10 +72,10 @@ struct Product {
 // row tiles of all of them are split over the pool in one pass (one barrier instead of one per weight; k and v
 // alone are too small to share well); every thread prepares the activations once per weight type it meets.
 // Larger batches run one MatMul per weight.
-void MatMuls(std::span<const Product> products, const float* x, int64_t batch, ThreadPool& pool, bool invariant) {
+void MatMuls(std::span<const Product> products, const float* x, int64_t batch, ThreadPool& pool) {
   constexpr int64_t kFusedMaxBatch = 4;  // MatMul's private-activation batches
   if (batch > kFusedMaxBatch || products.size() == 1) {
-    for (const Product& p : products) MatMul(*p.w, x, batch, p.y, pool, invariant);
+    for (const Product& p : products) MatMul(*p.w, x, batch, p.y, pool);
     return;
   }
   const int64_t tile = kernels::kMatMulRowTile;
@@ -85,7 +84,7 @@ void MatMuls(std::span<const Product> products, const float* x, int64_t batch, T
   int64_t act_bytes = 0, scratch_bytes = 0;
   for (size_t i = 0; i < products.size(); ++i) {
     const Weight& w = *products[i].w;
-    const kernels::MatMulArgs& a = args[i] = ArgsFor(w, x, batch, products[i].y, invariant);
+    const kernels::MatMulArgs& a = args[i] = ArgsFor(w, x, batch, products[i].y);
     act_bytes = std::max(act_bytes, kernels::MatMulActivationBytes(a));
     scratch_bytes = std::max(scratch_bytes, kernels::MatMulScratchBytes(a));
     first_tile[i + 1] = first_tile[i] + (w.rows + tile - 1) / tile;
@@ -277,7 +276,7 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     ahead.BeforeLayer(l);
     RmsNorm(x.data(), F32(L.attn_norm), B, E, hp.rms_eps, xn.data());
     const Product qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};
-    MatMuls(qkv, xn.data(), B, pool, batch_invariant_);
+    MatMuls(qkv, xn.data(), B, pool);
     if (!lora.empty()) {
       ApplyLora(lora, l, LoraTarget::kQ, xn.data(), E, q.data(), q_dim, pool);
       ApplyLora(lora, l, LoraTarget::kK, xn.data(), E, k.data(), kv_dim, pool);
@@ -330,14 +329,14 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     for (SequenceKv* kv : seqs) kv->FinishLayerPass(l);
     ahead.AfterLayer(l);
     if (failed) return first_error;
-    MatMul(L.wo, attn.data(), B, tmp.data(), pool, batch_invariant_);
+    MatMul(L.wo, attn.data(), B, tmp.data(), pool);
     if (!lora.empty()) ApplyLora(lora, l, LoraTarget::kOut, attn.data(), q_dim, tmp.data(), E, pool);
     if (L.post_attn_norm.present()) RmsNorm(tmp.data(), F32(L.post_attn_norm), B, E, hp.rms_eps, tmp.data());
     for (int64_t i = 0; i < B * E; ++i) x[i] += tmp[i];
 
     RmsNorm(x.data(), F32(L.ffn_norm), B, E, hp.rms_eps, xn.data());
     const Product gate_up[] = {{&L.w_gate, gate.data()}, {&L.w_up, up.data()}};
-    MatMuls(gate_up, xn.data(), B, pool, batch_invariant_);
+    MatMuls(gate_up, xn.data(), B, pool);
     if (!lora.empty()) {
       ApplyLora(lora, l, LoraTarget::kGate, xn.data(), E, gate.data(), hp.n_ff, pool);
       ApplyLora(lora, l, LoraTarget::kUp, xn.data(), E, up.data(), hp.n_ff, pool);
@@ -358,7 +357,7 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     } else {
       activate(0, B, 0);
     }
-    MatMul(L.w_down, gate.data(), B, tmp.data(), pool, batch_invariant_);
+    MatMul(L.w_down, gate.data(), B, tmp.data(), pool);
     if (!lora.empty()) ApplyLora(lora, l, LoraTarget::kDown, gate.data(), hp.n_ff, tmp.data(), E, pool);
     if (L.post_ffn_norm.present()) RmsNorm(tmp.data(), F32(L.post_ffn_norm), B, E, hp.rms_eps, tmp.data());
     for (int64_t i = 0; i < B * E; ++i) x[i] += tmp[i];
@@ -390,7 +389,7 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
   if (n_out > 0) {
     std::vector<float> normed(rows.size());
     RmsNorm(rows.data(), F32(weights_.output_norm), n_out, E, hp.rms_eps, normed.data());
-    MatMul(weights_.output, normed.data(), n_out, logits->data(), pool, batch_invariant_);
+    MatMul(weights_.output, normed.data(), n_out, logits->data(), pool);
     if (!out_lora.empty()) {
       ApplyLora(out_lora, -1, LoraTarget::kCount, normed.data(), E, logits->data(), hp.vocab_size, pool);
     }

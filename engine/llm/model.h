@@ -48,20 +48,12 @@ class Model {
   Status Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::vector<float>* logits,
                  std::vector<float>* hidden = nullptr) const;
 
-  // Batch-invariant mode: every weight product takes the same kernel whatever the batch
-  // (kernels::MatMulArgs::batch_invariant), so a token's logits and K/V are bit for bit the same whatever else is in
-  // its batch and however its prompt is cut into chunks. Off by default: decode-sized batches then take the faster
-  // direct kernels. Set before the first Forward.
-  void set_batch_invariant(bool on) { batch_invariant_ = on; }
-  bool batch_invariant() const { return batch_invariant_; }
-
  private:
   Model() = default;
 
   std::unique_ptr<GgufFile> gguf_;
   HParams hp_;
   ModelWeights weights_;
-  bool batch_invariant_ = false;
 };
 
 }  // namespace tq::engine

@@ -118,11 +118,6 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;
   TQ_ASSIGN_OR_RETURN(e->model_, Model::Open(options.model_path));
-  if (options.batch_invariant && options.device != "cpu") {
-    return InvalidArgumentError("batch-invariant mode is for the CPU forward pass only (device is '" +
-                                options.device + "')");
-  }
-  e->model_->set_batch_invariant(options.batch_invariant);
   const uint32_t content = ModelChecksum(e->model_->gguf(), options.load_progress);
   TQ_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::FromGguf(e->model_->gguf()));
   TQ_RETURN_IF_ERROR(e->SetUpChat());

@@ -37,11 +37,6 @@ struct MatMulArgs {
   int64_t batch = 1;
   float* y = nullptr;          // [batch, y_stride]
   int64_t y_stride = 0;
-  // Row b of Y is bit for bit the same whatever the other rows of X are and however many there are. The float
-  // types and the block-32 types (Q8_0, Q4_0, Q4_1, Q5_0) are so anyway; for the K-quants small batches then
-  // take the panel tiles too, as their direct tiles' sums differ from the panel's in the last bits (up to ~1e-4
-  // relative), enough to flip int8 activation codes downstream.
-  bool batch_invariant = false;
 };
 
 // Rows per decoded panel: a thread's row range is best a multiple of it (any range is correct).

@@ -2,8 +2,10 @@
 // matmul_q8.h). Per thread and tile of kR weight rows:
 //   panel tiles: decode the rows into a panel (u8/int8 codes, a scale and a min per half-block), then multiply it
 //     with kT activation records at a time, kR x kT accumulators in registers (all types, all batch sizes);
-//   direct tiles (x86, Q8_0 / Q4_0 / Q4_1, and Q4_K / Q6_K on AVX-512, batch <= DirectMaxBatch): unpack each
-//     block in registers, no panel (matmul_q8_direct_k-inl.h for the K-quants).
+//   direct tiles (x86: Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q4_K / Q6_K, batch <= DirectMaxBatch): unpack each block in
+//     registers, no panel (matmul_q8_direct_k-inl.h for the K-quants). Each does the float arithmetic of the
+//     panel tile of its target in the same order, so the product is batch-invariant: a row's result is bit for
+//     bit the same whatever else is in the batch (MatMulTest.BatchInvariantResultsAreBitwiseEqual).
 // x86 targets use integer dot products per block of 32: AVX-512 VNNI's dpbusd on AVX3_DL, maddubs + madd
 // otherwise; AVX3 / AVX3_DL panel tiles take two blocks per 512-bit vector. Other targets run the panel tiles in
 // scalar integer code.
@@ -570,7 +572,7 @@ inline void PrefetchLines(const uint8_t* p, int64_t n) {
 // of blocks in one 512-bit accumulator whose halves are added at the end, an odd last block in 256 bits, then
 // the min terms lane-wise per 8 half-blocks, then HorizontalSum. The integer dots are exact either way, so a
 // row's result is bit for bit the same through either tile, whatever the batch (MatMulTest.DirectAndPanelTiles
-// AgreeBitwise); batch_invariant then costs nothing for these types.
+// AgreeBitwise). The K-quant direct tiles (matmul_q8_direct_k-inl.h) keep the same promise.
 template <WeightType kType>
 inline __m256i BlockCodes(const uint8_t* blk) {
   if constexpr (kType == WeightType::kQ8_0) return Load32(blk + 2);
@@ -677,32 +679,14 @@ void DirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int6
 #include "kernels/cpu/matmul_q8_direct_k-inl.h"  // DirectTileQ4K, DirectTileQ6K (AVX-512 and AVX2 targets)
 #include "kernels/cpu/matmul_q8_panel_k-inl.h"   // DecodePanelRowK, TileK (AVX-512 targets)
 
-// Whether the direct tile of `type` gives bit for bit the panel tile's result (DirectTile's comment).
-constexpr bool DirectMatchesPanel(WeightType type) {
-  return type == WeightType::kQ8_0 || type == WeightType::kQ4_0 || type == WeightType::kQ4_1 ||
-         type == WeightType::kQ5_0;
-}
-
 // Whether the target has direct tiles for `type`.
 constexpr bool HasDirectTile(WeightType type) {
   return type == WeightType::kQ8_0 || type == WeightType::kQ4_0 || type == WeightType::kQ4_1 ||
          type == WeightType::kQ5_0 || type == WeightType::kQ4_K || type == WeightType::kQ6_K;
 }
 
-// `codes`: for Q4_K on AVX-512, the records' codes after PermuteForQ4K ([kT, cols]); unused otherwise.
 template <WeightType kType, int kT>
-void AnyDirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int64_t stride,
-                   const uint8_t* codes, float out[kR][kTMax]) {
-#if TQ_Q8_512
-  if constexpr (kType == WeightType::kQ4_K) {
-    DirectTileQ4K<kT>(w, cols, acts, stride, codes, out);
-  } else if constexpr (kType == WeightType::kQ6_K) {
-    DirectTileQ6K<kT>(w, cols, acts, stride, out);
-  } else {
-    DirectTile<kType, kT>(w, cols, acts, stride, out);
-  }
-#else
-  (void)codes;
+void AnyDirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int64_t stride, float out[kR][kTMax]) {
   if constexpr (kType == WeightType::kQ4_K) {
     DirectTileQ4K<kT>(w, cols, acts, stride, out);
   } else if constexpr (kType == WeightType::kQ6_K) {
@@ -710,7 +694,6 @@ void AnyDirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, i
   } else {
     DirectTile<kType, kT>(w, cols, acts, stride, out);
   }
-#endif
 }
 
 // The largest batch the direct tiles take; beyond it the panel tiles win (they unpack once per token block).
@@ -726,13 +709,6 @@ constexpr int64_t DirectMaxBatch(WeightType type) {
 template <WeightType kType>
 void RunDirect(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int64_t row_end) {
   const int64_t stride = Q8ActivationStride(a.cols);
-  thread_local std::vector<uint8_t> codes;  // Q4_K's reordered activation codes, [batch, cols]
-#if TQ_Q8_512
-  if constexpr (kType == WeightType::kQ4_K) {
-    if (codes.size() < static_cast<size_t>(a.batch * a.cols)) codes.resize(a.batch * a.cols);
-    PermuteForQ4K(acts, stride, a.batch, a.cols, codes.data());
-  }
-#endif
   float out[kR][kTMax];
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kR) {
     const int n = static_cast<int>(std::min<int64_t>(kR, row_end - r0));
@@ -741,12 +717,11 @@ void RunDirect(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin, int6
     for (int64_t b0 = 0; b0 < a.batch; b0 += kTMax) {
       const int nt = static_cast<int>(std::min<int64_t>(kTMax, a.batch - b0));
       const uint8_t* at = acts + b0 * stride;
-      const uint8_t* tc = kType == WeightType::kQ4_K && TQ_Q8_512 ? codes.data() + b0 * a.cols : nullptr;
       switch (nt) {
-        case 1: AnyDirectTile<kType, 1>(w, a.cols, at, stride, tc, out); break;
-        case 2: AnyDirectTile<kType, 2>(w, a.cols, at, stride, tc, out); break;
-        case 3: if constexpr (kTMax >= 3) AnyDirectTile<kType, 3>(w, a.cols, at, stride, tc, out); break;
-        default: if constexpr (kTMax >= 4) AnyDirectTile<kType, 4>(w, a.cols, at, stride, tc, out); break;
+        case 1: AnyDirectTile<kType, 1>(w, a.cols, at, stride, out); break;
+        case 2: AnyDirectTile<kType, 2>(w, a.cols, at, stride, out); break;
+        case 3: if constexpr (kTMax >= 3) AnyDirectTile<kType, 3>(w, a.cols, at, stride, out); break;
+        default: if constexpr (kTMax >= 4) AnyDirectTile<kType, 4>(w, a.cols, at, stride, out); break;
       }
       for (int t = 0; t < nt; ++t) {
         float* yt = a.y + (b0 + t) * a.y_stride + r0;
@@ -825,9 +800,8 @@ void MatMulRowsImpl(const MatMulArgs& a, const uint8_t* acts, int64_t row_begin,
                     uint8_t* scratch) {
 #if TQ_Q8_X86
   // Small batches (decode): unpack in registers; larger ones: unpack once into the panel, reused by all tokens.
-  // The block-32 direct tiles sum exactly as the panel does; the K-quant ones do not, so batch_invariant keeps
-  // those on the panel at every batch.
-  if ((!a.batch_invariant || DirectMatchesPanel(a.type)) && a.batch <= DirectMaxBatch(a.type)) {
+  // Both give a row the same bits, so a token's result does not depend on its batch.
+  if (a.batch <= DirectMaxBatch(a.type)) {
     switch (a.type) {
       case WeightType::kQ8_0: RunDirect<WeightType::kQ8_0>(a, acts, row_begin, row_end); return;
       case WeightType::kQ4_0: RunDirect<WeightType::kQ4_0>(a, acts, row_begin, row_end); return;

@@ -93,10 +93,8 @@ std::vector<float> MakeActivations(int64_t batch, int64_t cols, std::mt19937& rn
 }
 
 // Y for `batch` rows of x, rows computed in two ranges split at `split` (any split is valid).
-std::vector<float> RunMatMul(const Matrix& m, const std::vector<float>& x, int64_t batch, int64_t split,
-                             bool batch_invariant = false) {
+std::vector<float> RunMatMul(const Matrix& m, const std::vector<float>& x, int64_t batch, int64_t split) {
   MatMulArgs a;
-  a.batch_invariant = batch_invariant;
   a.type = m.type;
   a.w = m.bytes.data();
   a.row_bytes = m.row_bytes;
@@ -214,8 +212,8 @@ TEST_P(MatMulTest, ResultsDoNotDependOnBatch) {
   }
 }
 
-// With batch_invariant, a row's result is bit for bit the same alone, in a batch of 3 (the direct tiles' range
-// otherwise) and in a batch of 11 (the panel's), whatever row of the batch it is.
+// Every type's product is batch-invariant: a row's result is bit for bit the same alone, in a batch of 3 (the
+// direct tiles' range) and in a batch of 11 (the panel's), whatever row of the batch it is.
 TEST_P(MatMulTest, BatchInvariantResultsAreBitwiseEqual) {
   std::mt19937 rng(5);
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kQ8_0, WeightType::kQ4_0,
@@ -223,14 +221,14 @@ TEST_P(MatMulTest, BatchInvariantResultsAreBitwiseEqual) {
                           WeightType::kQ6_K}) {
     const Matrix m = MakeMatrix(type, 9, 512, false, rng);
     const std::vector<float> x = MakeActivations(11, 512, rng);
-    const std::vector<float> all = RunMatMul(m, x, 11, 4, true);
+    const std::vector<float> all = RunMatMul(m, x, 11, 4);
     for (int64_t b = 0; b < 11; ++b) {
       const std::vector<float> xb(x.begin() + b * 512, x.begin() + (b + 1) * 512);
-      const std::vector<float> one = RunMatMul(m, xb, 1, 4, true);
+      const std::vector<float> one = RunMatMul(m, xb, 1, 4);
       std::vector<float> x3(3 * 512);
       for (int64_t j = 0; j < 3; ++j) std::copy(xb.begin(), xb.end(), x3.begin() + j * 512);
       std::copy(x.begin(), x.begin() + 512, x3.begin());  // another row first: xb is rows 1 and 2
-      const std::vector<float> three = RunMatMul(m, x3, 3, 8, true);
+      const std::vector<float> three = RunMatMul(m, x3, 3, 8);
       for (int64_t r = 0; r < 9; ++r) {
         ASSERT_EQ(one[r], all[b * 9 + r]) << WeightTypeName(type) << " b " << b << " r " << r;
         ASSERT_EQ(one[r], three[9 + r]) << WeightTypeName(type) << " b " << b << " r " << r;
@@ -240,12 +238,16 @@ TEST_P(MatMulTest, BatchInvariantResultsAreBitwiseEqual) {
   }
 }
 
-// The block-32 types' direct tiles (decode-sized batches) do the panel tiles' float arithmetic in the same order,
-// so without batch_invariant too a row's result is bit for bit the same alone and in a batch of 11.
+// The direct tiles (decode-sized batches) do the panel tiles' float arithmetic in the same order, so a row's
+// result is bit for bit the same alone and in a batch of 11 (past every direct tile's largest batch), also at
+// odd block and super-block counts.
 TEST_P(MatMulTest, DirectAndPanelTilesAgreeBitwise) {
   std::mt19937 rng(6);
-  for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0}) {
-    for (int64_t cols : {512, 544, 96}) {  // even and odd block counts (the 512-bit pairs and the last block)
+  for (WeightType type : {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0,
+                          WeightType::kQ4_K, WeightType::kQ6_K}) {
+    const bool k_quant = type == WeightType::kQ4_K || type == WeightType::kQ6_K;
+    // Even and odd block counts (the 512-bit pairs and the last block); super-blocks of 256 for the K-quants.
+    for (int64_t cols : k_quant ? std::vector<int64_t>{512, 768} : std::vector<int64_t>{512, 544, 96}) {
       const Matrix m = MakeMatrix(type, 9, cols, false, rng);
       const std::vector<float> x = MakeActivations(11, cols, rng);
       const std::vector<float> all = RunMatMul(m, x, 11, 4);
