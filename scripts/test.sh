@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need (Debian packages, the Python venv, the default model), builds once,
 # and runs every test with ctest. `--quick` leaves out tests labelled slow. Then, in CI (CI=true) or when
-# TQ_FUZZ_SECONDS is set, a bounded libFuzzer run of every decoder (scripts/fuzz.sh, 60 s per target in CI).
+# TQ_FUZZ_SECONDS is set, a bounded libFuzzer run of every decoder (scripts/fuzz.sh, 60 s per target in CI), and
+# in CI or with TQ_SANITIZE=1 the daemon under TSan and ASan + UBSan on part of the integration suite.
 # Prints how long each phase took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exclude=()
 if [ "${1:-}" = "--quick" ]; then exclude=(-LE slow); fi
 
-phase_start=$(date +%s)
+script_start=$(date +%s)
+phase_start=$script_start
 phase() {
   local now; now=$(date +%s)
   [ -n "${phase_name:-}" ] && echo "== phase '$phase_name' took $((now - phase_start)) s"
@@ -43,6 +45,33 @@ if [ -n "$fuzz_seconds" ]; then
   TQ_FUZZ_SEED=$seed bash scripts/fuzz.sh "$fuzz_seconds" || rc=$((rc == 0 ? 1 : rc))
 else
   echo "== fuzz: not run (CI=true or TQ_FUZZ_SECONDS=N runs every fuzz target N seconds)"
+fi
+# The daemon under TSan, then ASan + UBSan, running the integration tests that drive its concurrent and its
+# outside-input paths (scripts/sanitize.sh; the whole suite is `bash scripts/sanitize.sh address|thread`). In CI,
+# or with TQ_SANITIZE=1. A sanitizer build from an empty compiler cache takes 25-40 minutes on 2 cores, so the
+# phase stops at the CI budget (TQ_CI_BUDGET_S, 85 minutes after this script started) and says so; whatever it
+# compiled is cached, and the next run goes on from there.
+if [ "${CI:-}" = true ] || [ "${TQ_SANITIZE:-}" = 1 ]; then
+  phase sanitize
+  budget=$(( ${TQ_CI_BUDGET_S:-5100} - ($(date +%s) - script_start) ))
+  tsan_tests=(test_grpc.py test_lifecycle.py test_connections.py test_kv_tiers.py test_tenants.py)
+  asan_tests=(test_bad_input.py test_request_decoding.py test_auth.py test_connections.py test_grpc.py
+              test_kv_tiers.py test_tenants.py test_timeouts.py)
+  for run in thread address; do
+    if [ "$run" = thread ]; then tests=("${tsan_tests[@]}"); else tests=("${asan_tests[@]}"); fi
+    left=$(( budget - ($(date +%s) - phase_start) ))
+    if [ "$left" -lt 120 ]; then
+      echo "== sanitize $run: NOT RUN, the CI time budget is spent (${left} s left)"
+      continue
+    fi
+    src=0
+    timeout --kill-after=30 "$left" bash scripts/sanitize.sh "$run" "${tests[@]}" || src=$?
+    if [ "$src" -eq 124 ] || [ "$src" -eq 137 ]; then
+      echo "== sanitize $run: STOPPED at the CI time budget (a cold compiler cache?); not a verdict"
+    elif [ "$src" -ne 0 ]; then
+      rc=$((rc == 0 ? 1 : rc))
+    fi
+  done
 fi
 phase ""
 exit "$rc"

@@ -7,7 +7,7 @@ import time
 import pytest
 
 import requests_shim as http
-from conftest import Daemon
+from conftest import Daemon, scaled
 from test_tls import make_cert
 
 IDLE_S = 1.0
@@ -41,7 +41,8 @@ def test_half_sent_request_is_closed(quick_idle):
 
 def test_long_generation_outlives_the_idle_time(quick_idle):
     t0 = time.time()
-    r = http.post(quick_idle.url + "/v1/completions", {"prompt": "Count:", "max_tokens": 400, "ignore_eos": True})
+    r = http.post(quick_idle.url + "/v1/completions", {"prompt": "Count:", "max_tokens": 400, "ignore_eos": True},
+                  timeout=scaled(120))
     assert r.status == 200, r.body
     assert r.json()["choices"][0]["finish_reason"] == "length"
     assert time.time() - t0 > IDLE_S, "too fast to show anything: raise max_tokens"

@@ -1,6 +1,7 @@
 """Tenants: with API keys, each key keeps to itself. Its prompts' cached KV is not shared with another key (the
 other key's cached_tokens stay 0), its stored responses are invisible to another key, another key cannot abort its
 requests, and its KV events are not in another key's event stream. An admin key sees and acts on everything."""
+import concurrent.futures
 import threading
 import time
 
@@ -73,7 +74,7 @@ def test_abort_and_events_are_per_key(d, grpc_pb):
     generated = [0]
 
     def run():
-        for resp in stub.Generate(req, timeout=120, metadata=md(ALICE)):
+        for resp in stub.Generate(req, timeout=scaled(120), metadata=md(ALICE)):
             if resp.HasField("chunk"):
                 generated[0] += len(resp.chunk.token_ids)
                 if generated[0] >= 200:
@@ -83,7 +84,11 @@ def test_abort_and_events_are_per_key(d, grpc_pb):
 
     t = threading.Thread(target=run)
     t.start()
-    assert streaming.wait(scaled(60))  # a slow (sanitizer) build may take seconds to prefill
+    # A slow (sanitizer) build may take seconds to prefill; a stream that ended early ends the wait.
+    deadline = time.time() + scaled(60)
+    while not streaming.wait(1) and t.is_alive() and time.time() < deadline:
+        pass
+    assert streaming.is_set(), f"{generated[0]} tokens streamed, stream {'open' if t.is_alive() else 'ended'}"
     assert not stub.Abort(m.AbortRequest(request_id="alice-long"), metadata=md(BOB)).found
     time.sleep(0.3)
     assert t.is_alive()  # bob's abort did nothing
@@ -104,7 +109,9 @@ def test_abort_and_events_are_per_key(d, grpc_pb):
             assert err.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         return seen
 
-    alice, bob, root = events(ALICE), events(BOB), events(ROOT_KEY)
+    # The three windows at once: each lasts its whole deadline.
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        alice, bob, root = pool.map(events, (ALICE, BOB, ROOT_KEY))
     assert any(e.request_id == "alice-long" for e in alice)
     assert all(e.request_id and not e.request_id.startswith("alice") for e in bob)
     assert not any(e.request_id == "alice-long" for e in bob)
