@@ -45,6 +45,16 @@ inline float SumMinLanes(__m512 v) {
   return hn::GetLane(hn::SumOfLanes(df, hn::Vec512<float>{v}));
 }
 
+// One token's products over a super-block: the 4 chunk dots (64 codes each, element order) times d*sc per lane,
+// chained mul then fma. TileK (matmul_q8_panel_k-inl.h) uses it too: the order both tiles must share.
+inline __m512 SuperBlockDot(const __m512i c[4], const __m512 sv[4], const uint8_t* x) {
+  __m512 sum = _mm512_mul_ps(_mm512_cvtepi32_ps(DotQuads512(c[0], _mm512_loadu_si512(x))), sv[0]);
+  for (int i = 1; i < 4; ++i) {
+    sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotQuads512(c[i], _mm512_loadu_si512(x + 64 * i))), sv[i], sum);
+  }
+  return sum;
+}
+
 // Both K tiles do TileK's float arithmetic (matmul_q8_panel_k-inl.h) on the same values in the same order: per
 // super-block the 4 chunk dots times d*sc per lane, chained mul then fma, the chain times the record's dx in one
 // fma into the accumulator; the min terms (-dmin*m per half-block, or -32*d*sc per 16 elements) fma'd lane-wise
@@ -86,11 +96,7 @@ void DirectTileQ4K(const uint8_t* const* w, int64_t cols, const uint8_t* acts, i
         sv[i] = _mm512_permutexvar_ps(_mm512_add_epi32(k4_lanes, _mm512_set1_epi32(2 * i)), dsc);
       }
       for (int t = 0; t < kT; ++t) {
-        const uint8_t* x = acts + t * stride + 256 * s;
-        __m512 sum = _mm512_mul_ps(_mm512_cvtepi32_ps(DotQuads512(c[0], _mm512_loadu_si512(x))), sv[0]);
-        for (int i = 1; i < 4; ++i) {
-          sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotQuads512(c[i], _mm512_loadu_si512(x + 64 * i))), sv[i], sum);
-        }
+        const __m512 sum = SuperBlockDot(c, sv, acts + t * stride + 256 * s);
         acc[t] = _mm512_fmadd_ps(sum, _mm512_set1_ps(dx[t][8 * s]), acc[t]);
         min_acc[t] = _mm512_fmadd_ps(mn, _mm512_loadu_ps(dx[t] + nb + 16 * s), min_acc[t]);
       }
@@ -141,11 +147,7 @@ void DirectTileQ6K(const uint8_t* const* w, int64_t cols, const uint8_t* acts, i
         sv[i] = _mm512_permutexvar_ps(_mm512_add_epi32(k6_lanes, _mm512_set1_epi32(4 * i)), dsc);
       }
       for (int t = 0; t < kT; ++t) {
-        const uint8_t* x = acts + t * stride + 256 * s;
-        __m512 sum = _mm512_mul_ps(_mm512_cvtepi32_ps(DotQuads512(c[0], _mm512_loadu_si512(x))), sv[0]);
-        for (int i = 1; i < 4; ++i) {
-          sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotQuads512(c[i], _mm512_loadu_si512(x + 64 * i))), sv[i], sum);
-        }
+        const __m512 sum = SuperBlockDot(c, sv, acts + t * stride + 256 * s);
         acc[t] = _mm512_fmadd_ps(sum, _mm512_set1_ps(dx[t][8 * s]), acc[t]);
         min_acc[t] = _mm512_fmadd_ps(mn, _mm512_loadu_ps(dx[t] + nb + 16 * s), min_acc[t]);
       }

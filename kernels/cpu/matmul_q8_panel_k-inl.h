@@ -1,7 +1,8 @@
 // Panel tiles for the K-quants (Q4_K, Q5_K, Q6_K) on AVX-512 targets: the prefill product (Q4_K and Q6_K above
 // DirectMaxBatch in matmul_q8.cc, Q5_K at any batch). Textually included by matmul_q8.cc inside its per-target
 // namespace, once per Highway target, after the direct K tiles: no include guard, by design. Uses kR, kTMax, F16,
-// DotQuads512, UnpackK4, UnpackQ6K, UnpackK4Scales and MinTerm from there.
+// DotQuads512, UnpackK4, UnpackQ6K, UnpackK4Scales and MinTerm from there, and SuperBlockDot from the direct K
+// tiles (whose sums must equal these).
 //
 // The activations of these types share one scale dx per super-block of 256 (matmul_q8.h), so the scale factors
 // out of a super-block: for weight row r and token t,
@@ -83,11 +84,7 @@ void TileK(const uint8_t* panel, int64_t cols, const uint8_t* acts, int64_t stri
         sv[i] = _mm512_loadu_ps(svs + 16 * i);
       }
       for (int t = 0; t < kT; ++t) {
-        const uint8_t* x = acts + t * stride + kQkK * s;
-        __m512 sum = _mm512_mul_ps(_mm512_cvtepi32_ps(DotQuads512(c[0], _mm512_loadu_si512(x))), sv[0]);
-        for (int i = 1; i < 4; ++i) {
-          sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotQuads512(c[i], _mm512_loadu_si512(x + 64 * i))), sv[i], sum);
-        }
+        const __m512 sum = SuperBlockDot(c, sv, acts + t * stride + kQkK * s);
         acc[r][t] = _mm512_fmadd_ps(sum, _mm512_set1_ps(dx[t][8 * s]), acc[r][t]);
       }
     }
