@@ -423,6 +423,32 @@ inline float HorizontalSum(__m256 v) {
 }
 #endif
 
+#if TQ_Q8_X86
+// The steps Tile and DirectTile share, so that both sum a row in one order (their results must be bit for bit
+// equal, DirectTile's comment). w: the block's codes, wa: |w| for Q8_0 (kSigned) or w, xq: the token's codes,
+// vd: the weight scale per lane, xd: the token's block scale per lane.
+#if TQ_Q8_512
+// Two blocks in a 512-bit vector.
+template <bool kSigned>
+inline __m512 PairStep(__m512i w, __m512i wa, __m512 vd, __m512i xq, __m512 xd, __m512 acc) {
+  if constexpr (kSigned) xq = _mm512_mask_sub_epi8(xq, _mm512_movepi8_mask(w), _mm512_setzero_si512(), xq);
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotQuads512(wa, xq)), _mm512_mul_ps(vd, xd), acc);
+}
+#endif
+
+// One block in a 256-bit vector.
+template <bool kSigned>
+inline __m256 BlockStep(__m256i w, __m256i wa, __m256 vd, __m256i xq, __m256 xd, __m256 acc) {
+  const __m256i xs = kSigned ? _mm256_sign_epi8(xq, w) : xq;
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(DotQuads(wa, xs)), _mm256_mul_ps(vd, xd), acc);
+}
+
+// The lanes of half-blocks [i, n) of a tail shorter than 8: past n both operands are +0.
+inline __m256i MinTailMask(int64_t n, int64_t i) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+#endif
+
 // out[r][t] = panel row r . activation record t, for r < kR, t < kT.
 // kSigned: codes are int8 (Q8_0), multiplied as |c| * (x with c's sign). kPer16: the two half-blocks of a block
 // have their own scales (Q6_K). kMin: the type has min terms.
@@ -456,12 +482,7 @@ void Tile(const uint8_t* panel, int64_t cols, const uint8_t* acts, int64_t strid
         const __m128 sc4 = _mm_loadu_ps(reinterpret_cast<const float*>(pr + cols) + 2 * b);
         const __m512 sv = _mm512_permutexvar_ps(half_index, _mm512_castps128_ps512(sc4));
         const __m512i wa = kSigned ? _mm512_abs_epi8(w) : w;
-        for (int t = 0; t < kT; ++t) {
-          __m512i xs = xq[t];
-          if constexpr (kSigned) xs = _mm512_mask_sub_epi8(xs, _mm512_movepi8_mask(w), _mm512_setzero_si512(), xs);
-          const __m512 dot = _mm512_cvtepi32_ps(DotQuads512(wa, xs));
-          acc2[r][t] = _mm512_fmadd_ps(dot, _mm512_mul_ps(sv, xd[t]), acc2[r][t]);
-        }
+        for (int t = 0; t < kT; ++t) acc2[r][t] = PairStep<kSigned>(w, wa, sv, xq[t], xd[t], acc2[r][t]);
       }
     }
     for (int r = 0; r < kR; ++r) {
@@ -493,17 +514,12 @@ void Tile(const uint8_t* panel, int64_t cols, const uint8_t* acts, int64_t strid
         sv = _mm256_broadcast_ss(sc);
       }
       const __m256i wa = kSigned ? _mm256_sign_epi8(w, w) : w;
-      for (int t = 0; t < kT; ++t) {
-        const __m256i xs = kSigned ? _mm256_sign_epi8(xq[t], w) : xq[t];
-        const __m256 dot = _mm256_cvtepi32_ps(DotQuads(wa, xs));
-        acc[r][t] = _mm256_fmadd_ps(dot, _mm256_mul_ps(sv, xd[t]), acc[r][t]);
-      }
+      for (int t = 0; t < kT; ++t) acc[r][t] = BlockStep<kSigned>(w, wa, sv, xq[t], xd[t], acc[r][t]);
     }
   }
   if constexpr (kMin) {  // add the min terms lane-wise, so that one horizontal sum per output remains
     const int64_t n = 2 * nb;
-    const __m256i tail_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n % 8)),
-                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i tail_mask = MinTailMask(n, n / 8 * 8);
     for (int r = 0; r < kR; ++r) {
       const float* mn = reinterpret_cast<const float*>(panel + r * prow + cols) + n;
       int64_t i = 0;
@@ -627,11 +643,9 @@ void DirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int6
                                              BroadcastF16(blk + kBlockBytes), 1);
         const __m512i ca = kSigned ? _mm512_abs_epi8(c) : c;
         for (int t = 0; t < kT; ++t) {
-          __m512i xs = _mm512_loadu_si512(acts + t * stride + 32 * b);
-          if constexpr (kSigned) xs = _mm512_mask_sub_epi8(xs, _mm512_movepi8_mask(c), _mm512_setzero_si512(), xs);
           const __m128 d2 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(dx[t] + b)));
           const __m512 xd = _mm512_permutexvar_ps(block_index, _mm512_castps128_ps512(d2));
-          acc2[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotQuads512(ca, xs)), _mm512_mul_ps(sv, xd), acc2[t]);
+          acc2[t] = PairStep<kSigned>(c, ca, sv, _mm512_loadu_si512(acts + t * stride + 32 * b), xd, acc2[t]);
         }
       }
       for (int t = 0; t < kT; ++t) {
@@ -648,10 +662,8 @@ void DirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int6
       const __m256 vd = BroadcastF16(blk);
       const __m256i ca = kSigned ? _mm256_sign_epi8(c, c) : c;
       for (int t = 0; t < kT; ++t) {
-        const __m256i xq = Load32(acts + t * stride + 32 * b);
-        const __m256i xs = kSigned ? _mm256_sign_epi8(xq, c) : xq;
-        const __m256 xd = _mm256_broadcast_ss(dx[t] + b);
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DotQuads(ca, xs)), _mm256_mul_ps(vd, xd), acc[t]);
+        acc[t] = BlockStep<kSigned>(c, ca, vd, Load32(acts + t * stride + 32 * b), _mm256_broadcast_ss(dx[t] + b),
+                                    acc[t]);
       }
     }
     if constexpr (kMin) {  // as Tile: the min of half-blocks i..i+7 times the token's half-block sums
@@ -662,8 +674,7 @@ void DirectTile(const uint8_t* const* w, int64_t cols, const uint8_t* acts, int6
         for (int t = 0; t < kT; ++t) acc[t] = _mm256_fmadd_ps(m, _mm256_loadu_ps(dx[t] + nb + i), acc[t]);
       }
       if (i < n) {  // Tile's masked tail: the lanes past n are 0 in both operands
-        const __m256i tail_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)),
-                                                     _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const __m256i tail_mask = MinTailMask(n, i);
         // +0 past the end, as Tile's masked load gives (Q4_0's -8 * 0 would be -0).
         const __m256 m = _mm256_and_ps(HalfBlockMins<kType>(w[r], i / 2, nb, kBlockBytes),
                                        _mm256_castsi256_ps(tail_mask));
