@@ -30,38 +30,17 @@
 #include <list>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <span>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
+#include "engine/kv/page_info.h"
 #include "engine/kv/stats.h"
 #include "storage/cold_store.h"
 
 namespace tq::engine {
-
-// Allocates on 64-byte boundaries: a cold page's buffer holds its record (a multiple of 64 bytes,
-// page_record.h) and then the page, so the kernels read the page from cache-line aligned bytes as from the
-// RAM tiers' slots. Measured: `bench attention`'s pages offset by 16 bytes (malloc's alignment) decode 5%
-// slower cold.
-template <typename T>
-struct CacheLineAllocator {
-  using value_type = T;
-  static constexpr std::align_val_t kAlign{64};
-  CacheLineAllocator() = default;
-  template <typename U>
-  CacheLineAllocator(const CacheLineAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
-  void deallocate(T* p, size_t) { ::operator delete(p, kAlign); }
-  template <typename U>
-  bool operator==(const CacheLineAllocator<U>&) const {
-    return true;
-  }
-};
-using PageBuffer = std::vector<uint8_t, CacheLineAllocator<uint8_t>>;
-using PageBytes = std::shared_ptr<const PageBuffer>;
 
 class ColdPageCache {
  public:

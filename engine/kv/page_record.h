@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/kv/page_store.h"
+#include "engine/kv/page_info.h"
 #include "engine/kv/precision.h"
 #include "kernels/formats/format.h"
 

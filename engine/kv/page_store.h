@@ -1,14 +1,15 @@
 // The KV manager's page store: full KV pages (one (sequence, layer, KV head) x 128 tokens, K bytes then V bytes)
-// placed in the three tiers by precision class, with budgets, fallbacks, prefetch, counters and an event log.
+// placed in the three tiers by precision class, with budgets, fallbacks, prefetch, counters and an event log. It
+// owns the page table and the placement policy; the tiers (page_tier.h) only hold bytes.
 //
 //   class    home tier                       fallbacks (only to tiers whose slots hold the page)
 //   HOT      hot  (RAM arena; HBM with CUDA)  warm
 //   ACTIVE   warm (host RAM, mlock'd if set)  hot
 //   SPARSE   cold (files in cold_dir)         warm, hot       (no cold_dir: warm is SPARSE's home)
 //
-// A page is metadata here (id, class, tier, length) and bytes in its tier's pool (storage::RamTier slots, or the
-// cold store behind a ColdPageCache). A cold write that fails (ENOSPC, EIO) is re-homed to a RAM tier by
-// Maintain(); its bytes stay readable meanwhile, so nothing is lost and no sequence has to be recomputed for it.
+// A page is metadata here (id, class, tier, length) and bytes in its tier (RamPageTier slots, or the cold store
+// behind a ColdPageCache). A cold write that fails (ENOSPC, EIO) is re-homed to a RAM tier by Maintain(); its
+// bytes stay readable meanwhile, so nothing is lost and no sequence has to be recomputed for it.
 //
 // Threading: Store, Release, Maintain and Prefetch are called by the engine thread and never while attention
 // runs; Pin may be called from many threads during attention (it only reads the page table, which nothing
@@ -32,43 +33,13 @@
 #include "common/status.h"
 #include "engine/kv/stats.h"
 #include "engine/options.h"
-#include "engine/kv/cold_cache.h"
+#include "engine/kv/cold_page_tier.h"
+#include "engine/kv/page_info.h"
+#include "engine/kv/page_tier.h"
 #include "engine/kv/precision.h"
 #include "kernels/formats/format.h"
-#include "storage/ram_tier.h"
 
 namespace tq::engine {
-
-// A page's bytes while attention reads them: a pointer into a RAM arena, or into cached cold bytes that `hold`
-// keeps alive.
-struct PinnedPage {
-  const uint8_t* data = nullptr;
-  PageBytes hold;
-};
-
-// What a sequence fixes for each (layer, KV head) when the head's first page fills (docs/kv.md): stored values
-// are v / v_scale; stored keys are (k - k_mean) / k_scale, and the query is multiplied by k_scale. Each is
-// [head_dim], or empty when not used.
-struct HeadTransform {
-  std::vector<float> v_scale, k_mean, k_scale;  // [head_dim] each, or empty
-  std::vector<float> k_rope_mean;  // [head_dim]: the keys' pre-RoPE mean (per-page key offsets), or empty
-  std::vector<float> k_sink;       // [head_dim]: token 0's key minus what page 0 codes for it, or empty
-  std::vector<float> v_sink;       // [head_dim]: the same for its value, in the stored space (v / v_scale)
-};
-
-// Whose page it is, for the event log and logs.
-struct PageInfo {
-  std::string owner;  // the request id ("" outside the engine)
-  int layer = -1;
-  int kv_head = -1;
-  uint64_t stream = 0;  // pages with one stream (a sequence's (layer, KV head)) are stored next to each other on disk
-  kernels::KvFormat k = kernels::KvFormat::kF16;
-  kernels::KvFormat v = kernels::KvFormat::kF16;
-  uint64_t prefix_hash = 0;    // chain hash of the tokens through this page (prefix cache); 0 = unknown
-  uint64_t parent_hash = 0;    // the previous page's chain hash
-  uint32_t page_index = 0;     // pages before it in its sequence
-  HeadTransform transform;     // page 0 only: the head's transform (prefix cache)
-};
 
 // A page found in the cold tier at start-up, written by an earlier run of the same model and KV layout.
 struct RecoveredPage {
@@ -127,7 +98,7 @@ class KvPageStore {
   PrefetchResult Prefetch(std::span<const uint64_t> ids, uint64_t max_bytes = UINT64_MAX);
   // Bytes of cold pages worth reading ahead of attention: half the cold cache (the rest keeps pages read
   // earlier); 0 without a cold tier.
-  uint64_t ReadAheadBytes() const { return cold_ ? cold_->capacity_bytes() / 2 : 0; }
+  uint64_t ReadAheadBytes() const { return cold_ ? cold_->cache().capacity_bytes() / 2 : 0; }
 
   // Any thread, during attention.
   StatusOr<PinnedPage> Pin(uint64_t id) const;
@@ -140,10 +111,12 @@ class KvPageStore {
   KvStoreStats Stats() const;
   bool has_cold_tier() const { return cold_ != nullptr; }
   // Changes when a page leaves the cold cache (ColdPageCache::removals); 0 without a cold tier.
-  uint64_t cold_removals() const { return cold_ ? cold_->removals() : 0; }
+  uint64_t cold_removals() const { return cold_ ? cold_->cache().removals() : 0; }
   // Changes when a page leaves the cold cache or its eviction is blocked by pinned pages
   // (ColdPageCache::removals, blocked_evictions): pages pinned while it holds still may be kept pinned.
-  uint64_t cold_hold_epoch() const { return cold_ ? cold_->removals() + cold_->blocked_evictions() : 0; }
+  uint64_t cold_hold_epoch() const {
+    return cold_ ? cold_->cache().removals() + cold_->cache().blocked_evictions() : 0;
+  }
   // Counts cold page reads served from pins kept since the step before (KvStoreStats::cold_held); any thread.
   void CountHeld(uint64_t pages) const { cold_held_.fetch_add(pages, std::memory_order_relaxed); }
   KvTier home(PrecisionClass cls) const { return chain_[static_cast<int>(cls)].front(); }
@@ -160,34 +133,32 @@ class KvPageStore {
   struct Page {
     PrecisionClass cls;
     KvTier tier;
-    uint32_t length;
-    const uint8_t* ram;  // RAM tiers: the bytes in the arena
+    uint32_t length;     // page bytes (K + V)
+    uint32_t stored;     // bytes its tier keeps for it (PageTier::StoredBytes)
+    const uint8_t* ram;  // tiers read in place (RAM): the bytes there; else null
     PageInfo info;
     uint32_t refs = 1;
-    uint32_t record = 0;  // cold: bytes of the PageRecord in front of the page
   };
-  // Reads back the pages an earlier run left in the cold tier (at Open).
-  Status Recover(storage::ColdStore& store);
 
   KvPageStore() = default;
-  // Places bytes in tier t (RAM or cold); false when t has no room or refuses the page.
+  PageTier* tier(KvTier t) const { return tiers_[static_cast<int>(t)].get(); }
+  // Stored bytes and slots a page of `length` described by `info` takes in tier t; 0 slots when it cannot fit.
+  uint64_t SlotsIn(KvTier t, uint32_t length, const PageInfo& info) const;
+  // Places bytes in tier t; false when t has no room or refuses the page.
   bool PlaceIn(KvTier t, uint64_t id, std::span<const uint8_t> bytes, Page* page);
   bool HasRoom(KvTier t, uint32_t length, const PageInfo& info) const;
-  uint64_t SlotsOf(KvTier t, uint32_t bytes) const;  // slots a page of `bytes` (with its record) takes in tier t
   void Record(KvEvent event);
   void Count(const Page& page, int sign);
 
   KvStoreOptions options_;
-  std::unique_ptr<storage::RamTier> ram_[2];  // hot, warm
-  std::unique_ptr<ColdPageCache> cold_;
-  std::array<uint64_t, kKvTiers> slot_bytes_{};
-  std::array<uint64_t, kKvTiers> slots_{};
+  std::array<std::unique_ptr<PageTier>, kKvTiers> tiers_;  // null: tier absent
+  ColdPageTier* cold_ = nullptr;                           // tiers_[kCold] when present
   std::array<std::vector<KvTier>, 3> chain_;  // per class: home, then fallbacks
+  std::array<std::array<uint64_t, 3>, kKvTiers> class_slots_{};  // [tier][class]: slots the class's largest page takes
 
   std::unordered_map<uint64_t, Page> pages_;  // engine thread writes; attention threads read
   uint64_t next_id_ = 1;
   std::array<std::atomic<uint64_t>, kKvTiers> tier_pages_{}, tier_bytes_{}, tier_slots_{};
-  std::array<uint64_t, 3> cold_page_slots_{};  // cold slots the largest page of each class takes
   std::array<std::atomic<uint64_t>, 3> class_pages_{}, class_bytes_{};
   std::atomic<uint64_t> fallbacks_{0}, rehomed_{0}, refused_{0};
   mutable std::atomic<uint64_t> cold_held_{0};
