@@ -331,7 +331,7 @@ void SequenceKv::Reset() {
   for (auto& layer : pages_) {
     for (HeadPages& h : layer) {
       for (const HeadPages::Full& f : h.full) {
-        if (f.id != 0 && store_ != nullptr) store_->Release(f.id);
+        if (f.id != kNoPage && store_ != nullptr) store_->Release(f.id);
       }
       h = HeadPages();
     }
@@ -352,7 +352,7 @@ KvPageStore::PrefetchResult SequenceKv::PrefetchLayer(int layer, int from_positi
   if (store_ == nullptr || !store_->has_cold_tier() || layer < 0 || layer >= n_layers_) return {};
   // Read before the requests: a page leaving the cache while they run changes it, and the memo is stale then.
   const uint64_t removals = store_->cold_removals();
-  thread_local std::vector<uint64_t> ids;
+  thread_local std::vector<PageId> ids;
   const size_t first_page = static_cast<size_t>(std::max(0, from_position) / kPage);
   KvPageStore::PrefetchResult all;
   // Head by head, in page order, within one budget. A head whose pages the cache took before asks only for
@@ -395,8 +395,8 @@ int SequenceKv::full_pages() const {
   return std::max(n, 0);
 }
 
-std::vector<uint64_t> SequenceKv::PageIdsAt(int page_index) const {
-  std::vector<uint64_t> ids(static_cast<size_t>(n_layers_) * n_kv_heads_, 0);
+std::vector<PageId> SequenceKv::PageIdsAt(int page_index) const {
+  std::vector<PageId> ids(static_cast<size_t>(n_layers_) * n_kv_heads_, kNoPage);
   for (int l = 0; l < n_layers_; ++l) {
     for (int h = 0; h < static_cast<int>(pages_[l].size()); ++h) {
       const HeadPages& hp = pages_[l][h];
@@ -426,13 +426,13 @@ Status SequenceKv::AttachPrefix(std::span<const PrefixEntry* const> entries) {
   for (const PrefixEntry* e : entries) {
     if (e->pages.size() != slots) return DataLossError("cached KV prefix: a page entry has the wrong number of heads");
     // Attention reads PageBytes(k) + PageBytes(v) bytes of each page: a recovered page must hold exactly that.
-    for (const uint64_t id : e->pages) {
+    for (const PageId id : e->pages) {
       const PageInfo* info = store_->Info(id);
-      if (info == nullptr) return DataLossError("cached KV prefix: page " + std::to_string(id) + " is not stored");
+      if (info == nullptr) return DataLossError("cached KV prefix: page " + std::to_string(Raw(id)) + " is not stored");
       const auto k_bytes = kernels::PageBytes(info->k, head_dim_);
       const auto v_bytes = kernels::PageBytes(info->v, head_dim_);
       if (!k_bytes.ok() || !v_bytes.ok() || store_->PageLength(id) != *k_bytes + *v_bytes) {
-        return DataLossError("cached KV prefix: page " + std::to_string(id) + " does not fit this model's head size");
+        return DataLossError("cached KV prefix: page " + std::to_string(Raw(id)) + " does not fit this model's head size");
       }
     }
   }
@@ -454,7 +454,7 @@ Status SequenceKv::AttachPrefix(std::span<const PrefixEntry* const> entries) {
       HeadPages& hp = pages_[l][h];
       const size_t slot = static_cast<size_t>(l) * n_kv_heads_ + h;
       for (const PrefixEntry* e : entries) {
-        const uint64_t id = e->pages[slot];
+        const PageId id = e->pages[slot];
         const PageInfo* info = store_->Info(id);  // checked above
         store_->Retain(id);
         hp.full.push_back({id, store_->RamBytes(id), info->k, info->v});
@@ -698,8 +698,8 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
     info.parent_hash = page_hashes_[info.page_index].second;
   }
   if (info.page_index == 0) info.transform = h.xf;
-  StatusOr<uint64_t> id = store_ != nullptr ? store_->Store(f.cls, page, std::move(info))
-                                            : StatusOr<uint64_t>(InternalError("no page store"));
+  StatusOr<PageId> id = store_ != nullptr ? store_->Store(f.cls, page, std::move(info))
+                                          : StatusOr<PageId>(InternalError("no page store"));
   if (id.ok()) {
     full.id = *id;
     full.ram = store_->RamBytes(*id);
@@ -924,7 +924,7 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
   // The cold pages (no RAM bytes) pinned together: one visit of the cold cache per head and layer, or none
   // where the last step's pins are still held (HeadPages::ColdHolds). `pins` keeps their bytes alive until
   // the kernel is done.
-  thread_local std::vector<uint64_t> cold_ids;
+  thread_local std::vector<PageId> cold_ids;
   thread_local std::vector<PinnedPage> local_pins;
   cold_ids.clear();
   for (size_t pi = skip_pages; pi < hp.full.size(); ++pi) {
@@ -957,7 +957,7 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
   if (held > 0) store_->CountHeld(held);
   pins.resize(cold_ids.size());
   if (held < cold_ids.size()) {
-    const std::span<const uint64_t> ids = std::span<const uint64_t>(cold_ids).subspan(held);
+    const std::span<const PageId> ids = std::span<const PageId>(cold_ids).subspan(held);
     if (Status pinned = store_->PinMany(ids, std::span<PinnedPage>(pins).subspan(held)); !pinned.ok()) {
       RecordFault(pinned.WithContext("KV page of layer " + std::to_string(layer) + ", head " +
                                      std::to_string(kv_head)));
@@ -1018,8 +1018,8 @@ void SequenceKv::FinishLayerPass(int layer) {
       if (h.released_pages < std::min(keep_from, h.full.size())) h.holds.Drop();
       for (size_t p = h.released_pages; p < std::min(keep_from, h.full.size()); ++p) {
         HeadPages::Full& page = h.full[p];
-        if (page.id != 0 && store_ != nullptr) store_->Release(page.id);
-        page = HeadPages::Full{0, nullptr, page.k, page.v, true};
+        if (page.id != kNoPage && store_ != nullptr) store_->Release(page.id);
+        page = HeadPages::Full{kNoPage, nullptr, page.k, page.v, true};
         h.released_pages = p + 1;
       }
     }

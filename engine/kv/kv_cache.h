@@ -161,7 +161,7 @@ class SequenceKv {
   // Pages every paged (layer, KV head) has filled.
   int full_pages() const;
   // Page ids of page `page_index`: [n_layers * n_kv_heads]; 0 where a page is not in the store.
-  std::vector<uint64_t> PageIdsAt(int page_index) const;
+  std::vector<PageId> PageIdsAt(int page_index) const;
   // Each head's transform (fixed by its first page), [n_layers * n_kv_heads].
   std::vector<HeadTransform> Transforms() const;
   // Online adaptation: the layout whose formats the next full pages take (same shapes), and re-encoding of the

@@ -71,13 +71,13 @@ Status SequenceKv::Demote(int layer, int kv_head) {
     }
     info.k = new_fmt[0];
     info.v = new_fmt[1];
-    StatusOr<uint64_t> id = store_->Store(to.cls, bytes, std::move(info));
+    StatusOr<PageId> id = store_->Store(to.cls, bytes, std::move(info));
     if (!id.ok()) {
       // No room for the smaller copy: the page keeps its precision (and its place); nothing is lost.
       spdlog::warn("KV demotion of layer {} head {}: {}", layer, kv_head, id.status().ToString());
       return Status::Ok();
     }
-    if (page.id != 0) store_->Release(page.id);
+    if (page.id != kNoPage) store_->Release(page.id);
     if (page_index == 0) {
       hp.xf.k_sink = std::move(new_sink[0]);
       hp.xf.v_sink = std::move(new_sink[1]);

@@ -24,11 +24,11 @@ constexpr kernels::NormRule PageNormRule(int kv) {
 // decoded to f32 once to encode the page when it fills (no f32 copy is kept: 2 bytes per value until then).
 struct SequenceKv::HeadPages {
   struct Full {
-    uint64_t id = 0;              // in the store; 0 = overflow (the sequence's own memory)
+    PageId id = kNoPage;          // in the store; kNoPage = overflow (the sequence's own memory)
     const uint8_t* ram = nullptr;  // the bytes when in RAM (a RAM tier or overflow); null = cold, Pin it
     kernels::KvFormat k = kernels::KvFormat::kF16;   // the page's formats (a head's pages differ after a demotion)
     kernels::KvFormat v = kernels::KvFormat::kF16;
-    bool released = false;        // left a sliding window: no bytes, never read again (id 0, ram null)
+    bool released = false;        // left a sliding window: no bytes, never read again (kNoPage, ram null)
   };
   std::vector<Full> full;         // [page index]; released pages keep their place
   size_t released_pages = 0;      // full[0, released_pages) are released
@@ -64,7 +64,7 @@ struct SequenceKv::HeadPages {
   // sequence's prefill may attend to the same head at once, and the others pin as before).
   struct ColdHolds {
     uint64_t epoch = UINT64_MAX;   // cold_hold_epoch at the last Attend
-    std::vector<uint64_t> ids;     // the cold pages pinned then, in order
+    std::vector<PageId> ids;       // the cold pages pinned then, in order
     std::vector<PinnedPage> pins;  // pins[i] holds ids[i]; empty when not held
     void Drop() {
       ids.clear();

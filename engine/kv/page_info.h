@@ -16,6 +16,7 @@ namespace tq::engine {
 // 0 is never a page. std::hash covers it (an enumeration).
 enum class PageId : uint64_t {};
 inline constexpr uint64_t Raw(PageId id) { return static_cast<uint64_t>(id); }
+inline constexpr PageId kNoPage{};
 
 // Allocates on 64-byte boundaries: a cold page's buffer holds its record (a multiple of 64 bytes,
 // page_record.h) and then the page, so the kernels read the page from cache-line aligned bytes as from the

@@ -75,11 +75,10 @@ StatusOr<std::unique_ptr<KvPageStore>> KvPageStore::Open(const KvStoreOptions& o
   if (cold) {
     TQ_ASSIGN_OR_RETURN(std::unique_ptr<ColdPageTier> tier, ColdPageTier::Open(options, largest));
     for (ColdPageTier::Recovered& r : tier->TakeRecovered()) {
-      const uint64_t id = Raw(r.id);
       Page page{r.cls, KvTier::kCold, r.length, r.stored, nullptr, r.info, 1};
-      s->recovered_.push_back({id, r.cls, std::move(r.info)});
-      s->pages_.emplace(id, std::move(page));
-      s->next_id_ = std::max(s->next_id_, id + 1);
+      s->recovered_.push_back({r.id, r.cls, std::move(r.info)});
+      s->pages_.emplace(r.id, std::move(page));
+      s->next_id_ = std::max(s->next_id_, Raw(r.id) + 1);
     }
     s->cold_ = tier.get();
     s->tiers_[2] = std::move(tier);
@@ -123,11 +122,11 @@ bool KvPageStore::HasRoom(KvTier t, uint32_t length, const PageInfo& info) const
   return need > 0 && tier_slots_[ti].load() + need <= p->slot_count();
 }
 
-bool KvPageStore::PlaceIn(KvTier t, uint64_t id, std::span<const uint8_t> bytes, Page* page) {
+bool KvPageStore::PlaceIn(KvTier t, PageId id, std::span<const uint8_t> bytes, Page* page) {
   const uint32_t length = static_cast<uint32_t>(bytes.size());
   if (!HasRoom(t, length, page->info)) return false;
   PageTier* p = tier(t);
-  StatusOr<const uint8_t*> in_place = p->Write(PageId{id}, bytes, page->cls, page->info);
+  StatusOr<const uint8_t*> in_place = p->Write(id, bytes, page->cls, page->info);
   if (!in_place.ok()) return false;
   page->tier = t;
   page->length = length;
@@ -155,8 +154,8 @@ void KvPageStore::Count(const Page& page, int sign) {
   }
 }
 
-StatusOr<uint64_t> KvPageStore::Store(PrecisionClass cls, std::span<const uint8_t> bytes, PageInfo info) {
-  const uint64_t id = next_id_++;
+StatusOr<PageId> KvPageStore::Store(PrecisionClass cls, std::span<const uint8_t> bytes, PageInfo info) {
+  const PageId id{next_id_++};
   Page page{cls, KvTier::kHot, 0, 0, nullptr, std::move(info), 1};
   const auto& chain = chain_[static_cast<int>(cls)];
   for (size_t i = 0; i < chain.size(); ++i) {
@@ -172,32 +171,32 @@ StatusOr<uint64_t> KvPageStore::Store(PrecisionClass cls, std::span<const uint8_
                                 " page of " + std::to_string(bytes.size()) + " bytes");
 }
 
-void KvPageStore::Retain(uint64_t id) {
+void KvPageStore::Retain(PageId id) {
   auto it = pages_.find(id);
   if (it != pages_.end()) ++it->second.refs;
 }
 
-const PageInfo* KvPageStore::Info(uint64_t id) const {
+const PageInfo* KvPageStore::Info(PageId id) const {
   auto it = pages_.find(id);
   return it == pages_.end() ? nullptr : &it->second.info;
 }
 
-uint32_t KvPageStore::PageLength(uint64_t id) const {
+uint32_t KvPageStore::PageLength(PageId id) const {
   auto it = pages_.find(id);
   return it == pages_.end() ? 0 : it->second.length;
 }
 
-uint32_t KvPageStore::refs(uint64_t id) const {
+uint32_t KvPageStore::refs(PageId id) const {
   auto it = pages_.find(id);
   return it == pages_.end() ? 0 : it->second.refs;
 }
 
-void KvPageStore::Release(uint64_t id) {
+void KvPageStore::Release(PageId id) {
   auto it = pages_.find(id);
   if (it == pages_.end()) return;
   if (--it->second.refs > 0) return;
   const Page page = it->second;
-  tier(page.tier)->Free(PageId{id});
+  tier(page.tier)->Free(id);
   Count(page, -1);
   pages_.erase(it);
   Record({0, KvEvent::Kind::kEvicted, id, page.tier, page.tier, page.cls, page.length, page.info});
@@ -208,7 +207,7 @@ size_t KvPageStore::Maintain() {
   for (const auto& from_tier : tiers_) {
     if (from_tier == nullptr) continue;
     for (PageTier::FailedWrite& f : from_tier->TakeFailedWrites()) {
-      const uint64_t id = Raw(f.id);
+      const PageId id = f.id;
       auto it = pages_.find(id);
       if (it == pages_.end() || it->second.tier != from_tier->kind()) continue;  // released or moved meanwhile
       Page& page = it->second;
@@ -225,10 +224,10 @@ size_t KvPageStore::Maintain() {
         // No room elsewhere: the bytes stay pinned in the tier (the cold cache, over its budget) until the page
         // is released; the scheduler sees the tiers full and preempts.
         spdlog::warn("KV {} tier: write of page {} failed ({}) and no other tier has room; kept in its cache",
-                     KvTierName(page.tier), id, f.status.ToString());
+                     KvTierName(page.tier), Raw(id), f.status.ToString());
         continue;
       }
-      spdlog::warn("KV {} tier: write of page {} failed ({}); moved to the {} tier", KvTierName(page.tier), id,
+      spdlog::warn("KV {} tier: write of page {} failed ({}); moved to the {} tier", KvTierName(page.tier), Raw(id),
                    f.status.ToString(), KvTierName(moved_to.tier));
       Count(page, -1);
       const KvTier from = page.tier;
@@ -273,12 +272,12 @@ bool KvPageStore::Fits(std::array<uint64_t, 3> pages) const {
   return true;
 }
 
-KvPageStore::PrefetchResult KvPageStore::Prefetch(std::span<const uint64_t> ids, uint64_t max_bytes) {
+KvPageStore::PrefetchResult KvPageStore::Prefetch(std::span<const PageId> ids, uint64_t max_bytes) {
   PrefetchResult r;
   if (!cold_) return r;
   thread_local std::vector<PageId> cold_ids;
   cold_ids.clear();
-  for (uint64_t id : ids) {
+  for (PageId id : ids) {
     auto it = pages_.find(id);
     if (it == pages_.end() || it->second.tier != KvTier::kCold) continue;
     const uint64_t bytes = it->second.stored;
@@ -286,20 +285,20 @@ KvPageStore::PrefetchResult KvPageStore::Prefetch(std::span<const uint64_t> ids,
       r.complete = false;
       break;
     }
-    cold_ids.push_back(PageId{id});
+    cold_ids.push_back(id);
     r.bytes += bytes;
   }
   if (!cold_ids.empty()) cold_->Prefetch(cold_ids);
   return r;
 }
 
-StatusOr<PinnedPage> KvPageStore::Pin(uint64_t id) const {
+StatusOr<PinnedPage> KvPageStore::Pin(PageId id) const {
   PinnedPage pin;
-  TQ_RETURN_IF_ERROR(PinMany(std::span<const uint64_t>(&id, 1), std::span<PinnedPage>(&pin, 1)));
+  TQ_RETURN_IF_ERROR(PinMany(std::span<const PageId>(&id, 1), std::span<PinnedPage>(&pin, 1)));
   return pin;
 }
 
-Status KvPageStore::PinMany(std::span<const uint64_t> ids, std::span<PinnedPage> out) const {
+Status KvPageStore::PinMany(std::span<const PageId> ids, std::span<PinnedPage> out) const {
   // The pages not read in place, by tier: their references and positions in ids (pages_ does not change during
   // attention, so what is found here stays valid).
   thread_local std::array<std::vector<PageTier::PinRef>, kKvTiers> refs;
@@ -313,14 +312,14 @@ Status KvPageStore::PinMany(std::span<const uint64_t> ids, std::span<PinnedPage>
   for (size_t i = 0; i < ids.size(); ++i) {
     auto it = pages_.find(ids[i]);
     if (it == pages_.end())
-      return InternalError("KV page " + std::to_string(ids[i]) + " is not in the store");
+      return InternalError("KV page " + std::to_string(Raw(ids[i])) + " is not in the store");
     const Page& page = it->second;
     if (page.ram != nullptr) {
       out[i] = PinnedPage{page.ram, nullptr};
       continue;
     }
     const int t = static_cast<int>(page.tier);
-    refs[t].push_back({PageId{ids[i]}, page.stored, page.length});
+    refs[t].push_back({ids[i], page.stored, page.length});
     index[t].push_back(i);
     any = true;
   }
@@ -336,12 +335,12 @@ Status KvPageStore::PinMany(std::span<const uint64_t> ids, std::span<PinnedPage>
   return Status::Ok();
 }
 
-const uint8_t* KvPageStore::RamBytes(uint64_t id) const {
+const uint8_t* KvPageStore::RamBytes(PageId id) const {
   auto it = pages_.find(id);
   return it == pages_.end() ? nullptr : it->second.ram;
 }
 
-bool KvPageStore::MoveToCold(uint64_t id) {
+bool KvPageStore::MoveToCold(PageId id) {
   auto it = pages_.find(id);
   if (it == pages_.end() || it->second.ram == nullptr || !cold_) return false;
   Page& page = it->second;
@@ -349,7 +348,7 @@ bool KvPageStore::MoveToCold(uint64_t id) {
   const std::vector<uint8_t> bytes(page.ram, page.ram + page.length);
   if (!PlaceIn(KvTier::kCold, id, bytes, &moved_to)) return false;
   const KvTier from = page.tier;
-  tier(from)->Free(PageId{id});
+  tier(from)->Free(id);
   Count(page, -1);
   page = moved_to;
   Count(page, +1);

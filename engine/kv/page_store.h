@@ -43,7 +43,7 @@ namespace tq::engine {
 
 // A page found in the cold tier at start-up, written by an earlier run of the same model and KV layout.
 struct RecoveredPage {
-  uint64_t id = 0;
+  PageId id{};
   PrecisionClass cls = PrecisionClass::kHot;
   PageInfo info;
 };
@@ -53,7 +53,7 @@ struct KvEvent {
   using Kind = KvEventKind;
   uint64_t seq = 0;
   Kind kind = Kind::kStored;
-  uint64_t page = 0;
+  PageId page{};
   KvTier tier = KvTier::kHot;  // where the page is (stored, moved) or was (evicted)
   KvTier from = KvTier::kHot;  // moved: where it was
   PrecisionClass cls = PrecisionClass::kHot;
@@ -72,16 +72,16 @@ class KvPageStore {
 
   // Places a copy of a page in its class's home tier or the first fallback with room. resource_exhausted when no
   // tier has a free slot (nothing changes; the caller still has the bytes).
-  StatusOr<uint64_t> Store(PrecisionClass cls, std::span<const uint8_t> bytes, PageInfo info = {});
+  StatusOr<PageId> Store(PrecisionClass cls, std::span<const uint8_t> bytes, PageInfo info = {});
   // Reference counting: Store returns a page with one reference; Retain adds one (a sequence sharing a cached
   // prefix, the prefix cache); Release drops one and frees the page at zero.
-  void Retain(uint64_t id);
-  void Release(uint64_t id);
-  uint32_t refs(uint64_t id) const;
-  uint32_t PageLength(uint64_t id) const;  // page bytes (K + V); 0 when absent
-  const PageInfo* Info(uint64_t id) const;  // null when absent
+  void Retain(PageId id);
+  void Release(PageId id);
+  uint32_t refs(PageId id) const;
+  uint32_t PageLength(PageId id) const;  // page bytes (K + V); 0 when absent
+  const PageInfo* Info(PageId id) const;  // null when absent
   // Moves a RAM page to the cold tier (durable, frees RAM). False when there is no cold tier or no room.
-  bool MoveToCold(uint64_t id);
+  bool MoveToCold(PageId id);
   // Pages recovered from the cold tier at Open (each holds one reference, which the taker owns); once.
   std::vector<RecoveredPage> TakeRecovered();
   // Re-homes cold pages whose write failed. Returns how many moved.
@@ -95,18 +95,18 @@ class KvPageStore {
     uint64_t bytes = 0;
     bool complete = true;
   };
-  PrefetchResult Prefetch(std::span<const uint64_t> ids, uint64_t max_bytes = UINT64_MAX);
+  PrefetchResult Prefetch(std::span<const PageId> ids, uint64_t max_bytes = UINT64_MAX);
   // Bytes of cold pages worth reading ahead of attention: half the cold cache (the rest keeps pages read
   // earlier); 0 without a cold tier.
   uint64_t ReadAheadBytes() const { return cold_ ? cold_->cache().capacity_bytes() / 2 : 0; }
 
   // Any thread, during attention.
-  StatusOr<PinnedPage> Pin(uint64_t id) const;
+  StatusOr<PinnedPage> Pin(PageId id) const;
   // out[i] = Pin(ids[i]) for all i (out.size() == ids.size()), the cold pages among them fetched from the
   // cold cache in one call (ColdPageCache::GetMany). The first error, where a page could not be pinned.
-  Status PinMany(std::span<const uint64_t> ids, std::span<PinnedPage> out) const;
+  Status PinMany(std::span<const PageId> ids, std::span<PinnedPage> out) const;
   // The page's bytes when it lives in a RAM tier (stable until Release), else null (cold: use Pin).
-  const uint8_t* RamBytes(uint64_t id) const;
+  const uint8_t* RamBytes(PageId id) const;
 
   KvStoreStats Stats() const;
   bool has_cold_tier() const { return cold_ != nullptr; }
@@ -145,7 +145,7 @@ class KvPageStore {
   // Stored bytes and slots a page of `length` described by `info` takes in tier t; 0 slots when it cannot fit.
   uint64_t SlotsIn(KvTier t, uint32_t length, const PageInfo& info) const;
   // Places bytes in tier t; false when t has no room or refuses the page.
-  bool PlaceIn(KvTier t, uint64_t id, std::span<const uint8_t> bytes, Page* page);
+  bool PlaceIn(KvTier t, PageId id, std::span<const uint8_t> bytes, Page* page);
   bool HasRoom(KvTier t, uint32_t length, const PageInfo& info) const;
   void Record(KvEvent event);
   void Count(const Page& page, int sign);
@@ -156,7 +156,7 @@ class KvPageStore {
   std::array<std::vector<KvTier>, 3> chain_;  // per class: home, then fallbacks
   std::array<std::array<uint64_t, 3>, kKvTiers> class_slots_{};  // [tier][class]: slots the class's largest page takes
 
-  std::unordered_map<uint64_t, Page> pages_;  // engine thread writes; attention threads read
+  std::unordered_map<PageId, Page> pages_;  // engine thread writes; attention threads read
   uint64_t next_id_ = 1;
   std::array<std::atomic<uint64_t>, kKvTiers> tier_pages_{}, tier_bytes_{}, tier_slots_{};
   std::array<std::atomic<uint64_t>, 3> class_pages_{}, class_bytes_{};

@@ -67,16 +67,16 @@ void PrefixCache::CountLookup(uint64_t tokens_reused) {
   }
 }
 
-void PrefixCache::Insert(uint64_t hash, uint64_t parent, uint32_t page_index, std::vector<uint64_t> pages,
+void PrefixCache::Insert(uint64_t hash, uint64_t parent, uint32_t page_index, std::vector<PageId> pages,
                          std::vector<HeadTransform> transforms, Clock::time_point now) {
   if (budget_ == 0 || hash == 0 || entries_.count(hash) != 0) return;
   if (page_index > 0 && entries_.count(parent) == 0) return;  // only whole chains are reachable
-  if (std::find(pages.begin(), pages.end(), uint64_t{0}) != pages.end()) return;
+  if (std::find(pages.begin(), pages.end(), kNoPage) != pages.end()) return;
   PrefixEntry e;
   e.hash = hash;
   e.parent = parent;
   e.page_index = page_index;
-  for (uint64_t id : pages) {
+  for (PageId id : pages) {
     store_->Retain(id);
     e.bytes += store_->PageLength(id);
   }
@@ -101,7 +101,7 @@ void PrefixCache::Touch(PrefixEntry& e, Clock::time_point now) {
 
 void PrefixCache::Drop(std::unordered_map<uint64_t, PrefixEntry>::iterator it) {
   PrefixEntry& e = it->second;
-  for (uint64_t id : e.pages) store_->Release(id);
+  for (PageId id : e.pages) store_->Release(id);
   stats_.bytes -= e.bytes;
   if (e.children == 0) policy_->Remove(e.hash, e.last_used);
   if (e.page_index > 0) {
@@ -163,7 +163,7 @@ size_t PrefixCache::Demote(size_t max_pages) {
   size_t moved = 0;
   for (const auto& [index, hash] : order) {
     const PrefixEntry& e = entries_.at(hash);
-    for (uint64_t id : e.pages) {
+    for (PageId id : e.pages) {
       if (moved >= max_pages) return moved;
       if (store_->refs(id) == 1 && store_->RamBytes(id) != nullptr && store_->MoveToCold(id)) ++moved;
     }
@@ -176,11 +176,11 @@ void PrefixCache::Adopt(std::vector<RecoveredPage> pages, uint64_t fingerprint) 
   struct Group {
     uint64_t parent = 0;
     uint32_t page_index = 0;
-    std::vector<uint64_t> pages;
+    std::vector<PageId> pages;
     std::vector<HeadTransform> transforms;
   };
   std::map<uint64_t, Group> groups;
-  std::vector<uint64_t> unused;
+  std::vector<PageId> unused;
   for (RecoveredPage& p : pages) {
     const PageInfo& info = p.info;
     if (info.layer < 0 || info.layer >= n_layers_ || info.kv_head < 0 || info.kv_head >= n_kv_heads_) {
@@ -189,13 +189,13 @@ void PrefixCache::Adopt(std::vector<RecoveredPage> pages, uint64_t fingerprint) 
     }
     Group& g = groups[info.prefix_hash];
     if (g.pages.empty()) {
-      g.pages.assign(heads, 0);
+      g.pages.assign(heads, kNoPage);
       g.transforms.assign(heads, {});
       g.parent = info.parent_hash;
       g.page_index = info.page_index;
     }
     const size_t slot = static_cast<size_t>(info.layer) * n_kv_heads_ + info.kv_head;
-    if (g.pages[slot] != 0 || g.page_index != info.page_index || g.parent != info.parent_hash) {
+    if (g.pages[slot] != kNoPage || g.page_index != info.page_index || g.parent != info.parent_hash) {
       unused.push_back(p.id);  // a duplicate (an unfinished sequence's copy) or inconsistent: not trusted
       continue;
     }
@@ -205,10 +205,10 @@ void PrefixCache::Adopt(std::vector<RecoveredPage> pages, uint64_t fingerprint) 
   // Complete groups become entries, in page order so that each finds its parent.
   std::vector<std::pair<uint32_t, uint64_t>> order;
   for (auto& [hash, g] : groups) {
-    const bool complete = std::find(g.pages.begin(), g.pages.end(), uint64_t{0}) == g.pages.end();
+    const bool complete = std::find(g.pages.begin(), g.pages.end(), kNoPage) == g.pages.end();
     if (!complete) {
-      for (uint64_t id : g.pages) {
-        if (id != 0) unused.push_back(id);
+      for (PageId id : g.pages) {
+        if (id != kNoPage) unused.push_back(id);
       }
       continue;
     }
@@ -226,9 +226,9 @@ void PrefixCache::Adopt(std::vector<RecoveredPage> pages, uint64_t fingerprint) 
     // The recovered reference becomes the entry's: Insert retains, so drop the recovery's own afterwards.
     Insert(hash, g.parent, index, g.pages, std::move(g.transforms), now);
     if (entries_.count(hash) != 0) ++stats_.recovered_entries;
-    for (uint64_t id : g.pages) store_->Release(id);
+    for (PageId id : g.pages) store_->Release(id);
   }
-  for (uint64_t id : unused) store_->Release(id);
+  for (PageId id : unused) store_->Release(id);
   if (!pages.empty()) {
     spdlog::info("prefix cache: {} entries ({} pages) recovered from the cold tier, {} pages released",
                  stats_.recovered_entries, stats_.recovered_entries * heads, unused.size());

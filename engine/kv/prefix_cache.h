@@ -40,7 +40,7 @@ struct PrefixEntry {
   uint64_t hash = 0;
   uint64_t parent = 0;  // hash of the previous page (the fingerprint for page 0)
   uint32_t page_index = 0;
-  std::vector<uint64_t> pages;                // [n_layers * n_kv_heads], 0 where a layer is not paged
+  std::vector<PageId> pages;                  // [n_layers * n_kv_heads], kNoPage where a layer is not paged
   std::vector<HeadTransform> transforms;      // page 0: [n_layers * n_kv_heads], what the sequence fixed
   uint64_t bytes = 0;                         // the pages' bytes
   int children = 0;                           // entries whose parent this is
@@ -62,7 +62,7 @@ class PrefixCache {
   void CountLookup(uint64_t tokens_reused);
   // Adds page `page_index` of a prefix unless it is there; takes a reference on its pages. Pages with id 0 (not in
   // the store) make the entry unusable: nothing is added.
-  void Insert(uint64_t hash, uint64_t parent, uint32_t page_index, std::vector<uint64_t> pages,
+  void Insert(uint64_t hash, uint64_t parent, uint32_t page_index, std::vector<PageId> pages,
               std::vector<HeadTransform> transforms, Clock::time_point now);
   bool Contains(uint64_t hash) const { return entries_.count(hash) != 0; }
   // Drops an entry and everything that extends it (e.g. its pages failed to read back).

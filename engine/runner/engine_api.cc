@@ -94,7 +94,7 @@ std::vector<KvEventRecord> Engine::KvEventsSince(uint64_t after, size_t max, int
   for (const KvEvent& e : store_->EventsSince(after, max, timeout_ms, first_available)) {
     out.push_back({.seq = e.seq,
                    .kind = e.kind,
-                   .page = e.page,
+                   .page = Raw(e.page),
                    .tier = e.tier,
                    .from = e.from,
                    .request_id = e.info.owner,

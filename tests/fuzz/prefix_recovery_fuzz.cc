@@ -179,7 +179,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const auto now = tq::engine::PrefixCache::Clock::now();
         for (const tq::engine::PrefixEntry* e : cache.Lookup(chain, now)) {
           Check(e->pages.size() == static_cast<size_t>(kLayers * kKvHeads), "an entry without a page per head");
-          for (const uint64_t id : e->pages) {
+          for (const tq::engine::PageId id : e->pages) {
             // (A page of the wrong length may be adopted; SequenceKv::AttachPrefix refuses it against the layout.)
             Check(store.Info(id) != nullptr, "an entry's page is not in the store");
             auto pinned = store.Pin(id);

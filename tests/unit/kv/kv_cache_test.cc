@@ -416,7 +416,7 @@ TEST(SequenceKvTest, AttachPrefixReusesPagesAndRefusesMalformedTransforms) {
       case 3: e.pages.push_back(e.pages.back()); break;                    // a head too many
       case 4: e.pages[1] = *short_page; break;                             // a page a byte short
       case 5: e.pages[1] = *mislabelled; break;                            // f16 formats on tq4 bytes
-      case 6: e.pages[1] = 999999; break;                                  // not in the store
+      case 6: e.pages[1] = PageId{999999}; break;                                 // not in the store
     }
     const Status s = attach(e);
     EXPECT_EQ(s.code(), StatusCode::kDataLoss) << bad << ": " << s.ToString();
@@ -473,13 +473,13 @@ TEST(SequenceKvTest, SlidingWindowLayersReleasePagesThatLeftTheWindow) {
   EXPECT_LT(std::sqrt(err / ref), 2e-3);
   // 999 positions: 7 full pages per head. Later queries see positions >= 999 - 255 = 744 (page 5 on), and the
   // release runs one pass late (from 998 - 255 = 743: page 5 on too), so pages 0-4 of every sliding head are gone.
-  const std::vector<uint64_t> first = kv.PageIdsAt(0), last = kv.PageIdsAt(6), kept = kv.PageIdsAt(5);
+  const std::vector<PageId> first = kv.PageIdsAt(0), last = kv.PageIdsAt(6), kept = kv.PageIdsAt(5);
   for (int l = 0; l < hp.n_layers; ++l) {
     for (int h = 0; h < hp.n_kv_heads; ++h) {
       const size_t slot = static_cast<size_t>(l) * hp.n_kv_heads + h;
-      EXPECT_EQ(first[slot] == 0, l != 5) << "layer " << l;
-      EXPECT_NE(kept[slot], 0u) << "layer " << l;
-      EXPECT_NE(last[slot], 0u) << "layer " << l;
+      EXPECT_EQ(first[slot] == kNoPage, l != 5) << "layer " << l;
+      EXPECT_NE(kept[slot], kNoPage) << "layer " << l;
+      EXPECT_NE(last[slot], kNoPage) << "layer " << l;
     }
   }
   uint64_t stored = 0;
@@ -662,13 +662,13 @@ TEST(SequenceKvTest, ReadAheadAsksAgainForPagesTheCacheDropped) {
   }
   (*store)->FlushCold();
   ASSERT_GT((*store)->cold_removals(), 0u);  // the first pages were evicted as the later ones were written
-  std::vector<uint64_t> layer0;              // ids of layer 0's pages
+  std::vector<PageId> layer0;                // ids of layer 0's pages
   for (int p = 0; p < 4; ++p) {
-    const std::vector<uint64_t> ids = kv.PageIdsAt(p);
+    const std::vector<PageId> ids = kv.PageIdsAt(p);
     for (int h = 0; h < hp.n_kv_heads; ++h) layer0.push_back(ids[h]);
   }
   auto settle = [&] {  // the reads started by read-ahead land
-    for (uint64_t id : layer0) ASSERT_TRUE((*store)->Pin(id).ok());
+    for (PageId id : layer0) ASSERT_TRUE((*store)->Pin(id).ok());
   };
   const KvPageStore::PrefetchResult first = kv.PrefetchLayer(0, 0, UINT64_MAX);
   EXPECT_TRUE(first.complete);
@@ -683,7 +683,7 @@ TEST(SequenceKvTest, ReadAheadAsksAgainForPagesTheCacheDropped) {
   // Layer 1 pushes layer 0's pages out; read-ahead of layer 0 then reads them again and attention hits.
   kv.PrefetchLayer(1, 0, UINT64_MAX);
   for (int p = 0; p < 4; ++p) {
-    const std::vector<uint64_t> ids = kv.PageIdsAt(p);
+    const std::vector<PageId> ids = kv.PageIdsAt(p);
     for (int h = 0; h < hp.n_kv_heads; ++h) ASSERT_TRUE((*store)->Pin(ids[hp.n_kv_heads + h]).ok());
   }
   ASSERT_GT((*store)->cold_removals(), removals);
@@ -763,9 +763,9 @@ TEST(SequenceKvTest, AttentionHoldsColdPagesUntilTheCacheNeedsThem) {
   // The other sequence's pages, pinned by a reader beside the held ones (its 4 pages not cached read back),
   // overfill the cache: eviction is blocked, takes nothing, and says so through the epoch.
   const uint64_t removals = (*store)->cold_removals(), epoch = (*store)->cold_hold_epoch();
-  std::vector<uint64_t> other_ids;
+  std::vector<PageId> other_ids;
   for (int p = 0; p < 4; ++p) {
-    for (uint64_t id : other.PageIdsAt(p)) other_ids.push_back(id);
+    for (PageId id : other.PageIdsAt(p)) other_ids.push_back(id);
   }
   std::vector<PinnedPage> reader(other_ids.size());
   ASSERT_TRUE((*store)->PinMany(other_ids, reader).ok());

@@ -56,7 +56,7 @@ class PageStoreTest : public ::testing::TestWithParam<std::string> {
   // Cold slots are 4 KiB: a SPARSE page (no transform) takes its header, record and bytes rounded up to them.
   static uint64_t ColdPageBytes() { return storage::PageIoBytes(RecordBytes(0) + kSparsePage); }
 
-  static std::vector<uint8_t> Read(const KvPageStore& s, uint64_t id, size_t n) {
+  static std::vector<uint8_t> Read(const KvPageStore& s, PageId id, size_t n) {
     auto pin = s.Pin(id);
     EXPECT_TRUE(pin.ok()) << pin.status().ToString();
     if (!pin.ok()) return {};
@@ -109,7 +109,7 @@ TEST_P(PageStoreTest, FullTiersFallBackToFasterOnesThenRefuse) {
   EXPECT_FALSE(s->Fits({0, 0, 5}));
   EXPECT_FALSE(s->Fits({1, 1, 3}));  // HOT and ACTIVE take their homes first: 2 cold + nothing left
   EXPECT_TRUE(s->Fits({1, 1, 2}));
-  std::vector<uint64_t> ids;
+  std::vector<PageId> ids;
   for (int i = 0; i < 4; ++i) {
     auto id = s->Store(PrecisionClass::kSparse, Bytes(10 + i, kSparsePage));
     ASSERT_TRUE(id.ok()) << i << ": " << id.status().ToString();
@@ -193,7 +193,7 @@ TEST_P(PageStoreTest, PrefetchHidesSlowReads) {
   TQ_SKIP_IF_NO_BACKEND(GetParam());
   auto s = Open(1, 1, 20, /*cache_bytes=*/8 * (kSparsePage + RecordBytes(0)) + 1000);  // room for 8 pages
   ASSERT_NE(s, nullptr);
-  std::vector<uint64_t> ids;
+  std::vector<PageId> ids;
   for (int i = 0; i < 8; ++i) ids.push_back(*s->Store(PrecisionClass::kSparse, Bytes(20 + i, kSparsePage)));
   // 8 more pages push the first 8 out of the cache (least recently used first).
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(s->Store(PrecisionClass::kSparse, Bytes(40 + i, kSparsePage)).ok());
@@ -215,7 +215,7 @@ TEST_P(PageStoreTest, ColdRemovalsCountPagesLeavingTheCache) {
   TQ_SKIP_IF_NO_BACKEND(GetParam());
   auto s = Open(1, 1, 20, /*cache_bytes=*/8 * (kSparsePage + RecordBytes(0)) + 1000);  // room for 8 pages
   ASSERT_NE(s, nullptr);
-  std::vector<uint64_t> ids;
+  std::vector<PageId> ids;
   for (int i = 0; i < 8; ++i) ids.push_back(*s->Store(PrecisionClass::kSparse, Bytes(80 + i, kSparsePage)));
   s->FlushCold();
   EXPECT_EQ(s->cold_removals(), 0u);
@@ -239,7 +239,7 @@ TEST_P(PageStoreTest, ACyclicScanLargerThanTheCacheStillHits) {
   TQ_SKIP_IF_NO_BACKEND(GetParam());
   auto s = Open(1, 1, 20, /*cache_bytes=*/8 * (kSparsePage + RecordBytes(0)) + 1000);  // room for 8 pages
   ASSERT_NE(s, nullptr);
-  std::vector<uint64_t> ids;
+  std::vector<PageId> ids;
   for (int i = 0; i < 12; ++i) ids.push_back(*s->Store(PrecisionClass::kSparse, Bytes(60 + i, kSparsePage)));
   s->FlushCold();
   for (int i = 0; i < 12; ++i) EXPECT_EQ(Read(*s, ids[i], kSparsePage), Bytes(60 + i, kSparsePage)) << i;
@@ -261,11 +261,11 @@ TEST_P(PageStoreTest, ReadAheadPastTheCacheKeepsThePagesNeededFirst) {
   const uint64_t page = kSparsePage + RecordBytes(0);
   auto s = Open(1, 1, 24, /*cache_bytes=*/8 * page + 1000);  // room for 8 pages
   ASSERT_NE(s, nullptr);
-  std::vector<uint64_t> ids;
+  std::vector<PageId> ids;
   for (int i = 0; i < 20; ++i) ids.push_back(*s->Store(PrecisionClass::kSparse, Bytes(80 + i, kSparsePage)));
   s->FlushCold();  // the cache holds the 8 pages written last; 0..9 are on disk only
   const ColdCacheStats before = s->Stats().cold_cache;
-  s->Prefetch(std::span<const uint64_t>(ids.data(), 10));
+  s->Prefetch(std::span<const PageId>(ids.data(), 10));
   // Ten reads land: the eight written pages and two of the read ones leave the cache.
   for (int i = 0; i < 1000 && s->Stats().cold_cache.evictions < before.evictions + 10; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -283,11 +283,11 @@ TEST_P(PageStoreTest, AReadAskedForDuringASlowReadDoesNotWaitForIt) {
   TQ_SKIP_IF_NO_BACKEND(GetParam());
   auto s = Open(1, 1, 20, /*cache_bytes=*/8 * (kSparsePage + RecordBytes(0)) + 1000);  // room for 8 pages
   ASSERT_NE(s, nullptr);
-  std::vector<uint64_t> ids;
+  std::vector<PageId> ids;
   for (int i = 0; i < 12; ++i) ids.push_back(*s->Store(PrecisionClass::kSparse, Bytes(120 + i, kSparsePage)));
   s->FlushCold();  // pages 0..3 are on disk only
   fault_->AddRule({FaultKind::kLatency, IoOp::kRead, {0}, 0, 0.0, 2'000'000});  // the first read: 2 s
-  s->Prefetch(std::span<const uint64_t>(ids.data(), 1));
+  s->Prefetch(std::span<const PageId>(ids.data(), 1));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the I/O thread is waiting for it now
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(Read(*s, ids[1], kSparsePage), Bytes(121, kSparsePage));
@@ -303,14 +303,14 @@ TEST_P(PageStoreTest, PinManyReadsTheMissingColdPagesTogether) {
   auto s = Open(1, 1, 20, /*cache_bytes=*/8 * (kSparsePage + RecordBytes(0)) + 1000);  // room for 8 pages
   ASSERT_NE(s, nullptr);
   const auto hot = Bytes(140, kHotPage), warm = Bytes(141, kActivePage);
-  const uint64_t h = *s->Store(PrecisionClass::kHot, hot), w = *s->Store(PrecisionClass::kActive, warm);
-  std::vector<uint64_t> cold;
+  const PageId h = *s->Store(PrecisionClass::kHot, hot), w = *s->Store(PrecisionClass::kActive, warm);
+  std::vector<PageId> cold;
   for (int i = 0; i < 12; ++i)
     cold.push_back(*s->Store(PrecisionClass::kSparse, Bytes(150 + i, kSparsePage)));
   s->FlushCold();  // cold pages 0..3 are on disk only
   const ColdCacheStats before = s->Stats().cold_cache;
   fault_->AddRule({FaultKind::kLatency, IoOp::kRead, {}, 1, 0.0, 300'000});  // every read: 300 ms
-  const std::vector<uint64_t> ids = {h, cold[0], cold[1], cold[2], cold[3], w, cold[11]};
+  const std::vector<PageId> ids = {h, cold[0], cold[1], cold[2], cold[3], w, cold[11]};
   std::vector<PinnedPage> pins(ids.size());
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(s->PinMany(ids, pins).ok());
@@ -334,9 +334,9 @@ TEST_P(PageStoreTest, PinManyReadsTheMissingColdPagesTogether) {
   EXPECT_EQ(after.prefetch_hits - before.prefetch_hits, 1u);
   pins.assign(ids.size(), PinnedPage{});
 
-  const uint64_t unknown = 1'000'000;
+  const PageId unknown{1'000'000};
   std::vector<PinnedPage> one(1);
-  EXPECT_EQ(s->PinMany(std::span<const uint64_t>(&unknown, 1), one).code(), StatusCode::kInternal);
+  EXPECT_EQ(s->PinMany(std::span<const PageId>(&unknown, 1), one).code(), StatusCode::kInternal);
 }
 
 // A page that fails to read fails the whole call with the read's status (attention then recomputes the
@@ -345,7 +345,7 @@ TEST_P(PageStoreTest, PinManyFailsWithTheReadsStatusAndARetryWorks) {
   TQ_SKIP_IF_NO_BACKEND(GetParam());
   auto s = Open(1, 1, 4, /*cache_bytes=*/0);  // no cache: every cold read comes from the disk
   ASSERT_NE(s, nullptr);
-  std::vector<uint64_t> ids;
+  std::vector<PageId> ids;
   for (int i = 0; i < 3; ++i) ids.push_back(*s->Store(PrecisionClass::kSparse, Bytes(170 + i, kSparsePage)));
   s->FlushCold();
   fault_->AddRule({FaultKind::kEio, IoOp::kRead, {}, 1});  // every read

@@ -31,9 +31,9 @@ class PrefixCacheTest : public ::testing::Test {
 
   // An entry's pages: stored, then handed to the cache (which retains them); the test's own references dropped.
   // Returns their ids.
-  std::vector<uint64_t> Add(PrefixCache& cache, uint64_t hash, uint64_t parent, uint32_t index,
-                            Clock::time_point t) {
-    std::vector<uint64_t> pages;
+  std::vector<PageId> Add(PrefixCache& cache, uint64_t hash, uint64_t parent, uint32_t index,
+                          Clock::time_point t) {
+    std::vector<PageId> pages;
     for (int i = 0; i < kLayers * kHeads; ++i) {
       auto id = store_->Store(PrecisionClass::kHot, std::vector<uint8_t>(kPageBytes, static_cast<uint8_t>(i)));
       EXPECT_TRUE(id.ok()) << id.status().ToString();
@@ -41,7 +41,7 @@ class PrefixCacheTest : public ::testing::Test {
       pages.push_back(*id);
     }
     cache.Insert(hash, parent, index, pages, std::vector<HeadTransform>(pages.size()), t);
-    for (uint64_t id : pages) store_->Release(id);
+    for (PageId id : pages) store_->Release(id);
     return pages;
   }
 
@@ -145,7 +145,7 @@ TEST_F(PrefixCacheTest, DemotionWritesTheFirstPagesOfEveryPrefixFirst) {
   store_ = std::move(*s);
   PrefixCache cache(store_.get(), kLayers, kHeads, 1 << 20, 0.0);
   // Two chains of three pages each, as requests insert them (each page after its parent).
-  std::vector<std::vector<uint64_t>> deep, first;
+  std::vector<std::vector<PageId>> deep, first;
   for (uint64_t chain : {100u, 200u}) {
     first.push_back(Add(cache, chain, 1, 0, t0_));
     deep.push_back(Add(cache, chain + 1, chain, 1, t0_));
@@ -155,10 +155,10 @@ TEST_F(PrefixCacheTest, DemotionWritesTheFirstPagesOfEveryPrefixFirst) {
   EXPECT_EQ(cache.Demote(4), 4u);
   store_->FlushCold();
   for (const auto& pages : first) {
-    for (uint64_t id : pages) EXPECT_EQ(store_->RamBytes(id), nullptr) << "page-0 page " << id << " still in RAM";
+    for (PageId id : pages) EXPECT_EQ(store_->RamBytes(id), nullptr) << "page-0 page " << Raw(id) << " still in RAM";
   }
   for (const auto& pages : deep) {
-    for (uint64_t id : pages) EXPECT_NE(store_->RamBytes(id), nullptr) << "deeper page " << id << " moved first";
+    for (PageId id : pages) EXPECT_NE(store_->RamBytes(id), nullptr) << "deeper page " << Raw(id) << " moved first";
   }
 }
 
