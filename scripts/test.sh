@@ -63,17 +63,19 @@ if [ "${TQ_SANITIZE:-}" = 1 ]; then
     if [ "$run" = thread ]; then tests=("${tsan_tests[@]}"); else tests=("${asan_tests[@]}"); fi
     left=$(( budget - ($(date +%s) - phase_start) ))
     if [ "$left" -lt 120 ]; then
-      echo "== sanitize $run: NOT RUN, the CI time budget is spent (${left} s left)"
+      echo "== sanitize $run: NOT RUN, the time budget (TQ_CI_BUDGET_S) is spent (${left} s left)"
       continue
     fi
     src=0
     timeout --kill-after=30 "$left" bash scripts/sanitize.sh "$run" "${tests[@]}" || src=$?
     if [ "$src" -eq 124 ] || [ "$src" -eq 137 ]; then
-      echo "== sanitize $run: STOPPED at the CI time budget (a cold compiler cache?); not a verdict"
+      echo "== sanitize $run: STOPPED at the time budget (TQ_CI_BUDGET_S; a cold compiler cache?); not a verdict"
     elif [ "$src" -ne 0 ]; then
       rc=$((rc == 0 ? 1 : rc))
     fi
   done
+else
+  echo "== sanitize: not run (TQ_SANITIZE=1 runs the daemon under TSan and ASan+UBSan)"
 fi
 phase ""
 exit "$rc"

@@ -639,8 +639,9 @@ class Harness:
                 raise RuntimeError(f"reference run: {len(bad)} request(s) failed: {bad[0].error} {bad[0].message}")
             self.ref = {r.rid: r for r in results}
             ptoks = sum(len(q.prompt) for q in self.reqs)
-            self.log(f"reference: {len(results)} requests at concurrency 1, prompts {min(len(q.prompt) for q in self.reqs)}"
-                     f"-{max(len(q.prompt) for q in self.reqs)} tokens ({ptoks} in all), {self.args.max_tokens} "
+            lens = [len(q.prompt) for q in self.reqs]
+            self.log(f"reference: {len(results)} requests at concurrency 1, prompts {min(lens)}"
+                     f"-{max(lens)} tokens ({ptoks} in all), {self.args.max_tokens} "
                      f"tokens each, {time.time() - t0:.0f} s")
         finally:
             d.stop()
@@ -1122,11 +1123,15 @@ class Harness:
         kv = row.sampler.kv
         net = [(t, rss - tiers - cold) for t, rss, tiers, cold, _ in kv]
         net2 = [x for x in net if x[0] >= net[-1][0] / 2] if net else []
+
+        def on_minute(t):  # the samples nearest each whole minute
+            return abs(t / 60 - round(t / 60)) < self.args.soak_sample / 120
+
         sk.update(net_slope=slope_per_hour(net), net_slope2=slope_per_hour(net2),
                   net_first=net2[0][1] if net2 else 0, net_last=net[-1][1] if net else 0,
                   tiers_last=kv[-1][2] if kv else 0, cold_last=kv[-1][3] if kv else 0,
-                  prefix_by_min=[p for t, _, _, _, p in kv if abs(t / 60 - round(t / 60)) < self.args.soak_sample / 120],
-                  net_by_min=[r for t, r in net if abs(t / 60 - round(t / 60)) < self.args.soak_sample / 120])
+                  prefix_by_min=[p for t, _, _, _, p in kv if on_minute(t)],
+                  net_by_min=[r for t, r in net if on_minute(t)])
         if sk["net_slope2"] > self.args.rss_slope_limit:
             row.failures.append(f"RSS net of the KV arenas and cold cache grows {sk['net_slope2']:+.1f} MiB/h over "
                                 f"the second half (limit {self.args.rss_slope_limit:g})")
@@ -1212,8 +1217,8 @@ def main():
                     help="run the fault-free load twice at concurrency 1 and twice at --clients; compare")
     ap.add_argument("--faults", default=",".join(FAULTS),
                     help="comma-separated, from " + ",".join(FAULTS + EXTRA) + " (drill: the comparison's own check)")
-    ap.add_argument("--binary", default=os.environ.get("TQ_CHAOS_BINARY",
-                                                       str(pathlib.Path(os.environ.get("TQSERVE_BUILD_DIR", ROOT / "build")) / "tqserve")))
+    build_dir = pathlib.Path(os.environ.get("TQSERVE_BUILD_DIR", ROOT / "build"))
+    ap.add_argument("--binary", default=os.environ.get("TQ_CHAOS_BINARY", str(build_dir / "tqserve")))
     ap.add_argument("--model", default=os.path.join(os.environ.get("TQ_MODEL_DIR",
                                                                    os.path.expanduser("~/.cache/tqserve/models")),
                                                     "SmolLM2-135M-Instruct.Q4_1.gguf"))

@@ -30,13 +30,14 @@ inline void UnpackK4Scales(const uint8_t* packed, uint64_t* sc, uint64_t* m) {
   *m = m_lo | (uint64_t{m_hi} << 32);
 }
 
-#endif
-
-#if TQ_Q8_512
-
+// Eight bytes (the low byte first) as eight floats: the 6-bit scales or mins of a Q4_K super-block.
 inline __m256 U8x8ToFloat(uint64_t v) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(v))));
 }
+
+#endif
+
+#if TQ_Q8_512
 
 // The sum of a 512-bit accumulator of min terms exactly as MinTerm (the panel tiles' helper) sums its own.
 inline float SumMinLanes(__m512 v) {
@@ -162,10 +163,6 @@ void DirectTileQ6K(const uint8_t* const* w, int64_t cols, const uint8_t* acts, i
 // AVX2 (laptops and older servers): the same two tiles in 256-bit vectors, 32 codes (one Q4_K sub-block, two
 // Q6_K scales) per dot; activation codes in element order.
 
-inline __m256 Bytes8ToFloat256(uint64_t v) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(v))));
-}
-
 // The min terms of the panel's Tile (DecodePanelRow's mn, one per half-block) added lane-wise into acc after the
 // products, 8 half-blocks at a time: Q4_K's -dmin*m_j twice per sub-block; Q6_K's -32*d*sc_k.
 template <int kT>
@@ -174,7 +171,7 @@ void AddK4Mins(const uint8_t* row, int64_t nsb, const float* const* hs, __m256 a
     const uint8_t* blk = row + s * 144;
     uint64_t sc, m;
     UnpackK4Scales(blk + 4, &sc, &m);
-    const __m256 mn = _mm256_mul_ps(_mm256_set1_ps(-F16(blk + 2)), Bytes8ToFloat256(m));  // sub-blocks 0-7
+    const __m256 mn = _mm256_mul_ps(_mm256_set1_ps(-F16(blk + 2)), U8x8ToFloat(m));  // sub-blocks 0-7
     const __m256 lo = _mm256_permutevar8x32_ps(mn, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
     const __m256 hi = _mm256_permutevar8x32_ps(mn, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
     for (int t = 0; t < kT; ++t) {
@@ -219,7 +216,7 @@ void DirectTileQ4K(const uint8_t* const* w, int64_t cols, const uint8_t* acts, i
       PrefetchLines(blk + kStreamAhead, 144);
       uint64_t sc, m;
       UnpackK4Scales(blk + 4, &sc, &m);
-      const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(F16(blk)), Bytes8ToFloat256(sc));
+      const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(F16(blk)), U8x8ToFloat(sc));
       for (int t = 0; t < kT; ++t) {
         const __m256 f = _mm256_mul_ps(dsc, _mm256_loadu_ps(dx[t] + 8 * s));  // per sub-block: d*sc_j*dx_j
         const uint8_t* x = acts + t * stride + 256 * s;
