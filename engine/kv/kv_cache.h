@@ -10,6 +10,9 @@
 // zeros, records the fault (fault()) and returns OK so the batch's other sequences finish their pass; the engine
 // recomputes the faulted sequence from its tokens (Reset). A page the tiers have no room for stays in the
 // sequence's own memory (overflow_bytes()) and nothing is lost; the scheduler preempts before that happens.
+//
+// Sources: kv_layout.cc (KvLayout), kv_cache.cc (pages: append, encode, prefix attach, read-ahead),
+// kv_attend.cc (attention), kv_cache_demote.cc (demotion), kv_key_offsets.cc (per-page key offsets).
 #pragma once
 
 #include <array>
