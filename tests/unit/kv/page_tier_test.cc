@@ -85,6 +85,15 @@ class PageTierTest : public ::testing::TestWithParam<std::string> {
     *status = t.Pin(refs, out);
     return out;
   }
+  // One page of kPage bytes.
+  static StatusOr<PinnedPage> PinOne(PageTier& t, PageId id, const PageInfo& info) {
+    const uint32_t length = kPage;
+    Status status;
+    std::vector<PinnedPage> pins =
+        Pin(t, std::span<const PageId>(&id, 1), std::span<const uint32_t>(&length, 1), info, &status);
+    if (!status.ok()) return status;
+    return std::move(pins[0]);
+  }
 
   storage::testing::TempDir dir_;
 };
@@ -126,10 +135,7 @@ TEST_P(PageTierTest, FreedPagesCannotBePinned) {
   ASSERT_TRUE(t->Write(id, Bytes(1, kPage), PrecisionClass::kSparse, info).ok());
   t->Free(id);
   t->Free(PageId{999});  // unknown: ignored
-  Status status;
-  const uint32_t length = kPage;
-  Pin(*t, std::span<const PageId>(&id, 1), std::span<const uint32_t>(&length, 1), info, &status);
-  EXPECT_FALSE(status.ok());
+  EXPECT_FALSE(PinOne(*t, id, info).ok());
 }
 
 TEST_P(PageTierTest, SlotsCountWhatAPageStores) {
@@ -185,16 +191,12 @@ TEST_P(ColdTierTest, PagesCarryTheirRecordAndSurviveARestart) {
     ASSERT_NE(t, nullptr);
     ASSERT_TRUE(t->Write(PageId{21}, Bytes(21, kPage), PrecisionClass::kSparse, first).ok());
     ASSERT_TRUE(t->Write(PageId{22}, Bytes(22, kPage), PrecisionClass::kActive, unnamed).ok());
-    const PageId id{21};
-    const uint32_t length = kPage;
-    Status status;
-    std::vector<PinnedPage> pins = Pin(*t, std::span<const PageId>(&id, 1), std::span<const uint32_t>(&length, 1),
-                                       first, &status);
-    ASSERT_TRUE(status.ok()) << status.ToString();
+    StatusOr<PinnedPage> pin = PinOne(*t, PageId{21}, first);
+    ASSERT_TRUE(pin.ok()) << pin.status().ToString();
     uint32_t record_bytes = 0;
-    StatusOr<PageRecord> r = DecodeRecord(*pins[0].hold, &record_bytes);
+    StatusOr<PageRecord> r = DecodeRecord(*pin->hold, &record_bytes);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
-    EXPECT_EQ(pins[0].data, pins[0].hold->data() + record_bytes);
+    EXPECT_EQ(pin->data, pin->hold->data() + record_bytes);
     EXPECT_EQ(r->layer, 4);
     EXPECT_EQ(r->cls, PrecisionClass::kSparse);
     EXPECT_EQ(r->k, kernels::KvFormat::kTq4);
@@ -212,13 +214,9 @@ TEST_P(ColdTierTest, PagesCarryTheirRecordAndSurviveARestart) {
   EXPECT_EQ(found[0].info.prefix_hash, 0xabcu);
   EXPECT_EQ(found[0].info.page_index, 3u);
   EXPECT_TRUE(static_cast<ColdPageTier&>(*t).TakeRecovered().empty()) << "once";
-  const PageId id{21};
-  const uint32_t length = kPage;
-  Status status;
-  std::vector<PinnedPage> pins = Pin(*t, std::span<const PageId>(&id, 1), std::span<const uint32_t>(&length, 1),
-                                     first, &status);
-  ASSERT_TRUE(status.ok()) << status.ToString();
-  EXPECT_EQ(std::vector<uint8_t>(pins[0].data, pins[0].data + kPage), Bytes(21, kPage));
+  StatusOr<PinnedPage> pin = PinOne(*t, PageId{21}, first);
+  ASSERT_TRUE(pin.ok()) << pin.status().ToString();
+  EXPECT_EQ(std::vector<uint8_t>(pin->data, pin->data + kPage), Bytes(21, kPage));
 }
 
 TEST_P(ColdTierTest, PinRefusesBytesOfAnotherSize) {
