@@ -21,6 +21,11 @@ using kernels::KvFormat;
 
 constexpr int kPage = kernels::kPageTokens;
 
+SequenceId NextSequenceId() {
+  static std::atomic<uint64_t> next{1};
+  return SequenceId{next.fetch_add(1, std::memory_order_relaxed)};
+}
+
 }  // namespace
 SequenceKv::SequenceKv(std::shared_ptr<const KvLayout> layout, int n_ctx, KvPageStore* store)
     : layout_(std::move(layout)),
@@ -32,9 +37,8 @@ SequenceKv::SequenceKv(std::shared_ptr<const KvLayout> layout, int n_ctx, KvPage
       layer_len_(n_layers_, 0),
       pass_end_len_(n_layers_, 0),
       plain_(n_layers_),
-      pages_(n_layers_) {
-  static std::atomic<uint64_t> next_sequence{1};
-  stream_base_ = next_sequence.fetch_add(1) << 32;
+      pages_(n_layers_),
+      id_(NextSequenceId()) {
   for (int l = 0; l < n_layers_; ++l) {
     if (!layout_->layer(l).plain) pages_[l].resize(n_kv_heads_);
   }
@@ -48,7 +52,8 @@ SequenceKv::SequenceKv(const HParams& hp, int n_ctx)
       layer_len_(n_layers_, 0),
       pass_end_len_(n_layers_, 0),
       plain_(n_layers_),
-      pages_(n_layers_) {}
+      pages_(n_layers_),
+      id_(NextSequenceId()) {}
 
 SequenceKv::~SequenceKv() { Reset(); }
 
@@ -415,8 +420,8 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
   HeadPages::Full full;
   full.k = f.k;
   full.v = f.v;
-  PageInfo info{owner_, layer, head, stream_base_ | static_cast<uint64_t>(layer) << 12 | static_cast<uint64_t>(head),
-                f.k, f.v};
+  PageInfo info{owner_, layer, head, StreamOf(id_, layer, head), f.k, f.v};
+  info.sequence = id_;
   info.page_index = static_cast<uint32_t>(h.full.size());
   if (info.page_index < page_hashes_.size()) {
     info.prefix_hash = page_hashes_[info.page_index].first;

@@ -157,6 +157,8 @@ class SequenceKv {
   void Reset();
   // The request id its pages carry in the page store's events.
   void set_owner(std::string owner) { owner_ = std::move(owner); }
+  // Unique in the process; its pages carry it (PageInfo::sequence) and their disk streams derive from it.
+  SequenceId id() const { return id_; }
 
   // Prefix cache (engine/kv/prefix_cache.h). The chain hash of page `page_index` (and its parent's), recorded
   // with the page when it fills; set before the tokens that fill it are appended.
@@ -220,8 +222,6 @@ class SequenceKv {
   mutable Status fault_;
   uint64_t overflow_bytes_ = 0;
   std::string owner_;
-  // Disk streams of this sequence's pages: stream_base_ | layer << 12 | kv_head (layer < 2^20, kv_head < 2^12).
-  uint64_t stream_base_ = 0;
   std::vector<std::pair<uint64_t, uint64_t>> page_hashes_;  // [page index] -> (hash, parent hash)
   int n_ctx_;
   int n_layers_;
@@ -232,6 +232,7 @@ class SequenceKv {
   std::vector<int> pass_end_len_;                // layer_len_ when the layer's last pass finished (FinishLayerPass)
   std::vector<std::vector<float>> plain_;        // plain layers: [2][n_ctx-as-needed][n_kv][head_dim] per layer
   std::vector<std::vector<HeadPages>> pages_;    // paged layers: [layer][kv_head]
+  SequenceId id_;
 };
 
 }  // namespace tq::engine

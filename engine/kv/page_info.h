@@ -18,6 +18,15 @@ enum class PageId : uint64_t {};
 inline constexpr uint64_t Raw(PageId id) { return static_cast<uint64_t>(id); }
 inline constexpr PageId kNoPage{};
 
+// A sequence's id (SequenceKv::id): unique in the process, never 0. Its pages' disk stream is derived from it.
+enum class SequenceId : uint64_t {};
+inline constexpr uint64_t Raw(SequenceId id) { return static_cast<uint64_t>(id); }
+// The disk stream of one (sequence, layer, KV head): pages of one stream lie next to each other in the cold tier.
+// Layers < 2^20, KV heads < 2^12.
+inline constexpr uint64_t StreamOf(SequenceId seq, int layer, int kv_head) {
+  return Raw(seq) << 32 | static_cast<uint64_t>(layer) << 12 | static_cast<uint64_t>(kv_head);
+}
+
 // Allocates on 64-byte boundaries: a cold page's buffer holds its record (a multiple of 64 bytes,
 // page_record.h) and then the page, so the kernels read the page from cache-line aligned bytes as from the
 // RAM tiers' slots. Measured: `bench attention`'s pages offset by 16 bytes (malloc's alignment) decode 5%
@@ -61,13 +70,14 @@ struct PageInfo {
   std::string owner;  // the request id ("" outside the engine)
   int layer = -1;
   int kv_head = -1;
-  uint64_t stream = 0;  // pages with one stream (a sequence's (layer, KV head)) are stored next to each other on disk
+  uint64_t stream = 0;  // StreamOf(sequence, layer, kv_head); 0 for pages no sequence wrote (recovered ones)
   kernels::KvFormat k = kernels::KvFormat::kF16;
   kernels::KvFormat v = kernels::KvFormat::kF16;
   uint64_t prefix_hash = 0;    // chain hash of the tokens through this page (prefix cache); 0 = unknown
   uint64_t parent_hash = 0;    // the previous page's chain hash
   uint32_t page_index = 0;     // pages before it in its sequence
   HeadTransform transform;     // page 0 only: the head's transform (prefix cache)
+  SequenceId sequence{};       // the sequence that wrote it; 0 when recovered from an earlier run
 };
 
 }  // namespace tq::engine

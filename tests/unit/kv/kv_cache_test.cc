@@ -358,6 +358,34 @@ TEST(SequenceKvTest, ExactCopiesLastOnlyUntilDropped) {
   EXPECT_EQ(kv.bytes(), none);
 }
 
+TEST(SequenceKvTest, PagesCarryTheirSequenceAndItsDiskStreams) {
+  const HParams hp = SmallModel();
+  auto layout = KvLayout::Create(hp, {"tq4", "tq4", 0});
+  ASSERT_TRUE(layout.ok());
+  auto store = KvPageStore::Open({}, (*layout)->class_page_bytes());
+  ASSERT_TRUE(store.ok());
+  SequenceKv a(*layout, 512, store->get()), b(*layout, 512, store->get());
+  EXPECT_NE(Raw(a.id()), 0u);
+  EXPECT_NE(a.id(), b.id());
+  a.set_owner("req-a");
+  std::vector<float> x(hp.n_kv_heads * hp.head_dim, 0.5f);
+  for (int p = 0; p < 128; ++p) {
+    for (int l = 0; l < hp.n_layers; ++l) ASSERT_TRUE(a.Append(l, p, x.data(), x.data()).ok());
+  }
+  const std::vector<PageId> ids = a.PageIdsAt(0);
+  ASSERT_EQ(ids.size(), static_cast<size_t>(hp.n_layers * hp.n_kv_heads));
+  for (int l = 0; l < hp.n_layers; ++l) {
+    for (int h = 0; h < hp.n_kv_heads; ++h) {
+      const PageInfo* info = (*store)->Info(ids[static_cast<size_t>(l) * hp.n_kv_heads + h]);
+      ASSERT_NE(info, nullptr);
+      EXPECT_EQ(info->sequence, a.id());
+      EXPECT_EQ(info->owner, "req-a");
+      EXPECT_EQ(info->stream, StreamOf(a.id(), l, h));
+    }
+  }
+  EXPECT_NE(StreamOf(a.id(), 0, 0), StreamOf(b.id(), 0, 0));
+}
+
 TEST(SequenceKvTest, AttachPrefixReusesPagesAndRefusesMalformedTransforms) {
   const HParams hp = SmallModel();
   auto layout = KvLayout::Create(hp, {"tq4", "tq4", 0});

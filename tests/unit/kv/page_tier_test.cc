@@ -166,7 +166,9 @@ TEST_P(PageTierTest, DescribesItself) {
   ASSERT_NE(t, nullptr);
   const std::string d = t->Describe();
   EXPECT_EQ(d.rfind(cold() ? "cold " : "warm ", 0), 0u) << d;
-  if (cold()) EXPECT_NE(d.find(dir_.path()), std::string::npos) << d;
+  if (cold()) {
+    EXPECT_NE(d.find(dir_.path()), std::string::npos) << d;
+  }
 }
 
 // A RAM tier refuses at once; the cold tier's budget is the store's to keep (a FailedWrite otherwise).
