@@ -96,7 +96,7 @@ struct Engine::Sequence {
   EventSink sink;
   SequenceKv kv;                        // CPU pages (empty on the GPU path)
   std::shared_ptr<const LoraAdapter> lora;  // the adapter it runs under (null: the base model)
-  std::unique_ptr<gpu::BackendKv> gpu;  // GPU path: made at the sequence's first forward pass
+  PathKv gpu;                            // the GPU path's KV: made at the sequence's first forward pass
   Sampler sampler;
   std::optional<TokenMatcher> matcher;  // structured output: masks the logits, ends the output when complete
   std::vector<float> pooled;            // embed: [n_embd] sum (mean) or the chosen row of the final hidden states
@@ -145,9 +145,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
                  "({:.2f}x smaller)",
                  e->kv_layout_->Describe(), bits, mib, e->ctx_size_, f16_mib - mib, bits > 0 ? 16.0 / bits : 0.0);
   }
+  std::unique_ptr<gpu::Backend> gpu;  // null on the CPU
   if (options.device == "cuda") {
-    TQ_ASSIGN_OR_RETURN(e->gpu_, CreateGpuBackend(*e->model_, *e->kv_layout_, options, e->ctx_size_));
-    spdlog::info("GPU: {}", e->gpu_->Describe());
+    TQ_ASSIGN_OR_RETURN(gpu, CreateGpuBackend(*e->model_, *e->kv_layout_, options, e->ctx_size_));
+    spdlog::info("GPU: {}", gpu->Describe());
   } else if (options.device != "cpu") {
     return InvalidArgumentError("device '" + options.device + "' is not one of cpu, cuda");
   }
@@ -159,12 +160,12 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
                                                     static_cast<int32_t>(e->model_->weight_bytes() >> 10),
                                                     static_cast<int32_t>(content)});
   KvStoreOptions store_options = options.kv_store;
-  if (e->gpu_) store_options.cold_dir.clear();  // the GPU path keeps its cold pages itself (in cold_dir/gpu)
+  if (gpu) store_options.cold_dir.clear();  // the GPU path keeps its cold pages itself (in cold_dir/gpu)
   // The default cold directory serves SPARSE heads: a layout without any (uniform:f16, say) runs without it.
   if (store_options.cold_optional && e->kv_layout_->class_heads()[2] == 0) store_options.cold_dir.clear();
   store_options.head_dim = static_cast<uint32_t>(std::max(hp.head_dim, 1));
-  const bool caching = options.prefix_cache_bytes > 0 && e->kv_layout_->all_paged() && !e->gpu_;
-  if (e->gpu_ && options.prefix_cache_bytes > 0) spdlog::info("prefix cache: off on the GPU path");
+  const bool caching = options.prefix_cache_bytes > 0 && e->kv_layout_->all_paged() && !gpu;
+  if (gpu && options.prefix_cache_bytes > 0) spdlog::info("prefix cache: off on the GPU path");
   store_options.fingerprint = caching ? e->fingerprint_ : 0;
   if (store_options.io_latency_us > 0 && !store_options.wrap_queue && !store_options.cold_dir.empty()) {
     // Fault injection for the chaos bench: a slow disk under the real backend.
@@ -184,7 +185,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   TQ_ASSIGN_OR_RETURN(e->store_, KvPageStore::Open(store_options, e->kv_layout_->class_page_bytes()));
   spdlog::info("KV tiers: {}", e->store_->Describe());
   if (options.kv_adapt) {
-    if (e->gpu_) {
+    if (gpu) {
       spdlog::warn("KV online adaptation is off: the GPU path keeps one format for every head");
     } else if (e->kv_layout_->adaptable()) {
       e->activity_ = std::make_unique<HeadActivity>(hp.n_layers, hp.n_kv_heads);
@@ -205,6 +206,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   e->stats_.kv_store = e->store_->Stats();  // before the first step: tiers, and why an optional cold tier is off
   e->stats_.kv_bits_per_value = e->kv_layout_->bits_per_value();
   e->pool_ = std::make_unique<ThreadPool>(options.threads);
+  e->path_ = gpu ? MakeGpuPath(std::move(gpu)) : MakeCpuPath(*e->model_, *e->pool_, *e->store_, e->kv_layout_);
   e->thread_ = std::thread([raw = e.get()] { raw->Loop(); });
   for (const LoraSpec& l : options.loras) TQ_RETURN_IF_ERROR(e->LoadLora(l.name, l.path, l.scale));
   return e;
@@ -246,11 +248,10 @@ Status Engine::Submit(GenerateRequest request, EventSink sink) {
   if (request.top_logprobs < 0 || request.top_logprobs > 20) {
     return InvalidArgumentError("top_logprobs must be in [0, 20]");
   }
-  if (request.embed && gpu_) return UnimplementedError("embeddings are not computed on the GPU path yet");
+  TQ_RETURN_IF_ERROR(path_->Supports(request.embed, !request.lora.empty()));
   if (request.embed && request.constraint) return InvalidArgumentError("an embedding takes no output constraint");
   std::shared_ptr<const LoraAdapter> lora;
   if (!request.lora.empty()) {
-    if (gpu_) return UnimplementedError("LoRA adapters do not run on the GPU path yet");
     std::lock_guard<std::mutex> lock(lora_mu_);
     auto it = loras_.find(request.lora);
     if (it == loras_.end()) {
@@ -398,28 +399,6 @@ void Engine::Finish(Sequence& seq, FinishReason reason, Status error) {
   seq.sink(std::move(ev));
 }
 
-Engine::KvNeed& Engine::KvNeed::operator+=(const KvNeed& o) {
-  for (int i = 0; i < 3; ++i) pages[i] += o.pages[i];
-  gpu_pages += o.gpu_pages;
-  return *this;
-}
-
-Engine::KvNeed Engine::Need(int have, int n, int max_pass) const {
-  KvNeed need;
-  if (gpu_) {
-    constexpr int kPage = kernels::kPageTokens;
-    need.gpu_pages = static_cast<uint64_t>((have + n) / kPage - have / kPage);
-  } else {
-    need.pages = PagesForTokens(*kv_layout_, have, n, max_pass);
-  }
-  return need;
-}
-
-bool Engine::Fits(const KvNeed& need) const {
-  if (gpu_) return need.gpu_pages <= static_cast<uint64_t>(std::max<int64_t>(gpu_->free_pages(), 0));
-  return store_->Fits(need.pages);
-}
-
 void Engine::ResetKv(Sequence& seq) {
   seq.kv.Reset();
   seq.gpu.reset();
@@ -429,31 +408,10 @@ void Engine::ResetKv(Sequence& seq) {
 
 Status Engine::Forward(const std::vector<BatchToken>& batch, const std::vector<Sequence*>& owners,
                        std::vector<float>* logits, std::vector<float>* hidden) {
-  if (!gpu_) return model_->Forward(batch, *pool_, logits, hidden);
-  // The GPU runs one sequence's run of consecutive tokens at a time (a step lists each sequence's tokens
-  // together, and only its last one may want logits).
-  logits->clear();
-  std::vector<int32_t> tokens;
-  std::vector<float> row;
-  for (size_t i = 0; i < batch.size();) {
-    Sequence& seq = *owners[i];
-    tokens.clear();
-    size_t j = i;
-    for (; j < batch.size() && owners[j] == &seq; ++j) {
-      if (batch[j].want_logits && j + 1 < batch.size() && owners[j + 1] == &seq) {
-        return InternalError("the GPU path takes logits only at the last token of a sequence's run");
-      }
-      tokens.push_back(batch[j].token);
-    }
-    if (!seq.gpu) {
-      TQ_ASSIGN_OR_RETURN(seq.gpu, gpu_->NewKv());
-    }
-    const bool want = batch[j - 1].want_logits;
-    TQ_RETURN_IF_ERROR(gpu_->Forward(*seq.gpu, tokens, batch[i].pos, want, &row));
-    if (want) logits->insert(logits->end(), row.begin(), row.end());
-    i = j;
-  }
-  return Status::Ok();
+  thread_local std::vector<PathKv*> kvs;
+  kvs.clear();
+  for (Sequence* seq : owners) kvs.push_back(&seq->gpu);
+  return path_->Forward(batch, kvs, logits, hidden);
 }
 
 void Engine::Admit() {
@@ -464,12 +422,12 @@ void Engine::Admit() {
     // whole prefill, must fit the tiers now. Decode growth past that is met by preemption (Step).
     KvNeed reserved;
     const int pass = options_.max_batch_tokens;  // prefill chunks are at most this long
-    for (const auto& r : running_) reserved += Need(r->n_computed, r->prefill_end() - r->n_computed, pass);
+    for (const auto& r : running_) reserved += path_->Need(r->n_computed, r->prefill_end() - r->n_computed, pass);
     while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_running) {
       Sequence& w = *waiting_.front();
       KvNeed need = reserved;
-      need += Need(0, w.prefill_end(), pass);
-      if (!Fits(need)) {
+      need += path_->Need(0, w.prefill_end(), pass);
+      if (!path_->Fits(need)) {
         if (cache_ && cache_->EvictOne(Clock::now())) continue;  // cached prefixes go before requests wait
         if (!running_.empty()) break;  // wait for running sequences to finish
         rejected.push_back(std::move(waiting_.front()));  // alone and still too big: it can never run
@@ -489,12 +447,8 @@ void Engine::Admit() {
     stats_.waiting = static_cast<int>(waiting_.size());
   }
   for (auto& seq : rejected) {
-    const KvNeed need = Need(0, seq->prefill_end(), options_.max_batch_tokens);
-    const std::string what = gpu_ ? std::to_string(need.gpu_pages) +
-                                        " pages per KV head) does not fit the GPU pools (" + gpu_->Describe()
-                                  : std::to_string(need.pages[0] + need.pages[1] + need.pages[2]) +
-                                        " pages) does not fit the KV tier budgets (" + store_->Describe();
-    Finish(*seq, FinishReason::kError, ResourceExhaustedError("the prompt's KV (" + what + ")"));
+    const KvNeed need = path_->Need(0, seq->prefill_end(), options_.max_batch_tokens);
+    Finish(*seq, FinishReason::kError, ResourceExhaustedError("the prompt's KV (" + path_->NoRoom(need) + ")"));
   }
 }
 
@@ -621,7 +575,7 @@ bool Engine::Step() {
       batch.push_back({seq->tokens[seq->n_computed], seq->n_computed, &seq->kv, true, false, seq->lora.get()});
       owners.push_back(seq.get());
       logit_owner.push_back(seq.get());
-      pages += Need(seq->n_computed, 1, 1);
+      pages += path_->Need(seq->n_computed, 1, 1);
       --budget;
     }
     for (auto& seq : running_) {
@@ -641,10 +595,10 @@ bool Engine::Step() {
         owners.push_back(seq.get());
         if (last) logit_owner.push_back(seq.get());
       }
-      pages += Need(seq->n_computed, chunk, chunk);
+      pages += path_->Need(seq->n_computed, chunk, chunk);
       budget -= chunk;
     }
-    if (Fits(pages)) break;
+    if (path_->Fits(pages)) break;
     if (cache_ && cache_->EvictOne(Clock::now())) continue;  // cached prefixes go before running sequences
     if (!PreemptNewest()) break;
   }
@@ -822,10 +776,7 @@ void Engine::Loop() {
     stats_.running = static_cast<int>(running_.size());
     stats_.waiting = static_cast<int>(waiting_.size());
     stats_.kv_bytes = kv;
-    if (gpu_) {
-      stats_.gpu_kv_capacity_bytes = gpu_->capacity_bytes();
-      stats_.gpu_kv_used_bytes = gpu_->used_bytes();
-    }
+    path_->AddStats(&stats_);
     if (stop_ && waiting_.empty() && running_.empty()) return;
   }
 }

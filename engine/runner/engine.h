@@ -20,10 +20,10 @@
 
 #include "common/status.h"
 #include "engine/api.h"
-#include "engine/gpu/backend.h"
 #include "engine/grammar/grammar.h"
 #include "engine/llm/model.h"
 #include "engine/runner/chat_template.h"
+#include "engine/runner/forward_path.h"
 #include "engine/runner/request.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -63,19 +63,12 @@ class Engine final : public EngineApi {
   // The current layout (online adaptation replaces it between steps).
   std::shared_ptr<const KvLayout> kv_layout() const;
   const KvPageStore& kv_store() const { return *store_; }
-  bool on_gpu() const { return gpu_ != nullptr; }
+  bool on_gpu() const { return path_->on_gpu(); }
   // Model (shape, file checksum) and KV layout: the root of every prefix hash chain.
   uint64_t fingerprint() const { return fingerprint_; }
 
  private:
   struct Sequence;
-  // KV a step or an admission needs: pages per class of the CPU store, or full pages per (layer, KV head) of
-  // the GPU pools.
-  struct KvNeed {
-    std::array<uint64_t, 3> pages{};
-    uint64_t gpu_pages = 0;
-    KvNeed& operator+=(const KvNeed& o);
-  };
 
   Engine() = default;
   // Chooses the chat template (EngineOptions::chat_format); a model without a usable one serves no chat.
@@ -97,11 +90,9 @@ class Engine final : public EngineApi {
   void Adapt();
   void Finish(Sequence& seq, FinishReason reason, Status error = Status::Ok());
   // What `n` more tokens after `have` add to one sequence, in passes of at most max_pass tokens.
-  KvNeed Need(int have, int n, int max_pass) const;
-  bool Fits(const KvNeed& need) const;
-  // Drops a sequence's KV (CPU pages or GPU sequence); it recomputes from position 0.
+  // Drops a sequence's KV (its pages and its path KV); it recomputes from position 0.
   void ResetKv(Sequence& seq);
-  // One forward pass over the batch (`owners`: the sequence of each token), on the CPU model or the GPU.
+  // One forward pass over the batch (`owners`: the sequence of each token) on the path.
   Status Forward(const std::vector<BatchToken>& batch, const std::vector<Sequence*>& owners,
                  std::vector<float>* logits, std::vector<float>* hidden);
   // Embed requests: folds this pass's hidden rows into their sequences and finishes those whose prompt is done.
@@ -120,7 +111,9 @@ class Engine final : public EngineApi {
   uint64_t fingerprint_ = 0;            // model + KV layout: seeds the prefix hash chains
   std::unique_ptr<HeadActivity> activity_;  // null without online adaptation
   std::unique_ptr<OnlineAdapter> adapter_;
-  std::unique_ptr<gpu::Backend> gpu_;  // null on the CPU; declared before the sequences, which hold its KV
+  // The CPU or the GPU; declared after what the CPU path refers to and before the sequences, which hold the GPU
+  // path's KV.
+  std::unique_ptr<ForwardPath> path_;
   int ctx_size_ = 0;
   mutable std::mutex lora_mu_;  // guards loras_
   std::map<std::string, std::shared_ptr<const LoraAdapter>> loras_;  // by name; sequences hold theirs

@@ -122,7 +122,7 @@ Status Engine::LoadLora(const std::string& name, const std::string& path, float 
   if (!(scale > -100 && scale < 100) || scale == 0) {
     return InvalidArgumentError("LoRA adapter scale must be non-zero and within (-100, 100)");
   }
-  if (gpu_) return UnimplementedError("LoRA adapters do not run on the GPU path yet");
+  TQ_RETURN_IF_ERROR(path_->Supports(false, true));
   {
     std::lock_guard<std::mutex> lock(lora_mu_);
     if (loras_.count(name) != 0) return AlreadyExistsError("a LoRA adapter named '" + name + "' is loaded");

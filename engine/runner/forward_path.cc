@@ -1,0 +1,117 @@
+#include "engine/runner/forward_path.h"
+
+#include <algorithm>
+
+#include "kernels/formats/format.h"
+
+namespace tq::engine {
+
+KvNeed& KvNeed::operator+=(const KvNeed& o) {
+  for (int i = 0; i < 3; ++i) pages[i] += o.pages[i];
+  gpu_pages += o.gpu_pages;
+  return *this;
+}
+
+namespace {
+
+class CpuPath final : public ForwardPath {
+ public:
+  CpuPath(const Model& model, ThreadPool& pool, const KvPageStore& store,
+          const std::shared_ptr<const KvLayout>& layout)
+      : model_(model), pool_(pool), store_(store), layout_(layout) {}
+
+  bool on_gpu() const override { return false; }
+  Status Supports(bool, bool) const override { return Status::Ok(); }
+  KvNeed Need(int have, int n, int max_pass) const override {
+    KvNeed need;
+    need.pages = PagesForTokens(*layout_, have, n, max_pass);
+    return need;
+  }
+  bool Fits(const KvNeed& need) const override { return store_.Fits(need.pages); }
+  std::string NoRoom(const KvNeed& need) const override {
+    return std::to_string(need.pages[0] + need.pages[1] + need.pages[2]) +
+           " pages) does not fit the KV tier budgets (" + store_.Describe();
+  }
+  Status Forward(const std::vector<BatchToken>& batch, const std::vector<PathKv*>&, std::vector<float>* logits,
+                 std::vector<float>* hidden) override {
+    return model_.Forward(batch, pool_, logits, hidden);
+  }
+  void AddStats(EngineStats*) const override {}
+
+ private:
+  const Model& model_;
+  ThreadPool& pool_;
+  const KvPageStore& store_;
+  const std::shared_ptr<const KvLayout>& layout_;
+};
+
+class GpuPath final : public ForwardPath {
+ public:
+  explicit GpuPath(std::unique_ptr<gpu::Backend> backend) : gpu_(std::move(backend)) {}
+
+  bool on_gpu() const override { return true; }
+  Status Supports(bool embed, bool lora) const override {
+    if (embed) return UnimplementedError("embeddings are not computed on the GPU path yet");
+    if (lora) return UnimplementedError("LoRA adapters do not run on the GPU path yet");
+    return Status::Ok();
+  }
+  KvNeed Need(int have, int n, int) const override {
+    constexpr int kPage = kernels::kPageTokens;
+    KvNeed need;
+    need.gpu_pages = static_cast<uint64_t>((have + n) / kPage - have / kPage);
+    return need;
+  }
+  bool Fits(const KvNeed& need) const override {
+    return need.gpu_pages <= static_cast<uint64_t>(std::max<int64_t>(gpu_->free_pages(), 0));
+  }
+  std::string NoRoom(const KvNeed& need) const override {
+    return std::to_string(need.gpu_pages) + " pages per KV head) does not fit the GPU pools (" + gpu_->Describe();
+  }
+  // The GPU runs one sequence's run of consecutive tokens at a time (a step lists each sequence's tokens
+  // together, and only its last one may want logits).
+  Status Forward(const std::vector<BatchToken>& batch, const std::vector<PathKv*>& kvs, std::vector<float>* logits,
+                 std::vector<float>*) override {
+    logits->clear();
+    std::vector<int32_t> tokens;
+    std::vector<float> row;
+    for (size_t i = 0; i < batch.size();) {
+      PathKv& kv = *kvs[i];
+      tokens.clear();
+      size_t j = i;
+      for (; j < batch.size() && kvs[j] == kvs[i]; ++j) {
+        if (batch[j].want_logits && j + 1 < batch.size() && kvs[j + 1] == kvs[i]) {
+          return InternalError("the GPU path takes logits only at the last token of a sequence's run");
+        }
+        tokens.push_back(batch[j].token);
+      }
+      if (!kv) {
+        TQ_ASSIGN_OR_RETURN(kv, gpu_->NewKv());
+      }
+      const bool want = batch[j - 1].want_logits;
+      TQ_RETURN_IF_ERROR(gpu_->Forward(*kv, tokens, batch[i].pos, want, &row));
+      if (want) logits->insert(logits->end(), row.begin(), row.end());
+      i = j;
+    }
+    return Status::Ok();
+  }
+  void AddStats(EngineStats* stats) const override {
+    stats->gpu_kv_capacity_bytes = gpu_->capacity_bytes();
+    stats->gpu_kv_used_bytes = gpu_->used_bytes();
+  }
+
+ private:
+  std::unique_ptr<gpu::Backend> gpu_;
+};
+
+}  // namespace
+
+std::unique_ptr<ForwardPath> MakeCpuPath(const Model& model, ThreadPool& pool, const KvPageStore& store,
+                                         const std::shared_ptr<const KvLayout>& layout) {
+  return std::make_unique<CpuPath>(model, pool, store, layout);
+}
+
+std::unique_ptr<ForwardPath> MakeGpuPath(std::unique_ptr<gpu::Backend> backend) {
+  return std::make_unique<GpuPath>(std::move(backend));
+}
+
+}  // namespace tq::engine

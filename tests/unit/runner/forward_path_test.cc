@@ -1,0 +1,147 @@
+// The engine's forward paths as the scheduler uses them. The CPU path on the real default model: its KV needs are
+// the layout's pages, it fits by the page store's tiers, and it runs the model. The GPU path's host side (what
+// tokens need, fitting the pools, one run of tokens per sequence, logits only at a run's end) over a recording
+// gpu::Backend, since this machine has no device; on a GPU, gpu_engine_test runs the real one.
+#include "engine/runner/forward_path.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "tests/unit/engine/test_paths.h"
+#include "tests/unit/runner/engine_test_util.h"
+#include "tests/unit/storage/storage_test_util.h"
+
+namespace tq::engine {
+namespace {
+
+TEST(CpuPathTest, NeedsTheLayoutsPagesFitsTheTiersAndRunsTheModel) {
+  TQ_SKIP_IF_MISSING(testing::SmolLm2Path());
+  auto model = Model::Open(testing::SmolLm2Path());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const HParams& hp = (*model)->hparams();
+  auto layout = KvLayout::Create(hp, {"tq4", "tq4", 0});
+  ASSERT_TRUE(layout.ok());
+  std::shared_ptr<const KvLayout> current = *layout;
+  KvStoreOptions tiers;
+  // Room for 2 pages per (layer, KV head) in the warm tier (home of every class here) and none elsewhere.
+  const std::array<uint32_t, 3> page_bytes = current->class_page_bytes();
+  const uint64_t slot = (*std::max_element(page_bytes.begin(), page_bytes.end()) + 63) / 64 * 64;
+  tiers.hot_bytes = 0;
+  tiers.warm_bytes = 2ull * hp.n_layers * hp.n_kv_heads * slot;
+  auto store = KvPageStore::Open(tiers, current->class_page_bytes());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ThreadPool pool(2);
+  auto path = MakeCpuPath(**model, pool, **store, current);
+  EXPECT_FALSE(path->on_gpu());
+  EXPECT_TRUE(path->Supports(true, true).ok());
+
+  const KvNeed two = path->Need(0, 256, 256);
+  EXPECT_EQ(two.pages, PagesForTokens(*current, 0, 256, 256));
+  EXPECT_EQ(two.pages[0] + two.pages[1] + two.pages[2], 2ull * hp.n_layers * hp.n_kv_heads);
+  EXPECT_TRUE(path->Fits(two));
+  const KvNeed three = path->Need(0, 384, 384);
+  EXPECT_FALSE(path->Fits(three));
+  EXPECT_NE(path->NoRoom(three).find(std::to_string(3ull * hp.n_layers * hp.n_kv_heads) + " pages) does not fit "
+                                     "the KV tier budgets (no hot tier, warm"),
+            std::string::npos)
+      << path->NoRoom(three);
+
+  SequenceKv kv(current, 64, store->get());
+  std::vector<BatchToken> batch = {{1, 0, &kv, false}, {2, 1, &kv, true}};
+  PathKv none;
+  std::vector<PathKv*> kvs = {&none, &none};
+  std::vector<float> logits;
+  ASSERT_TRUE(path->Forward(batch, kvs, &logits, nullptr).ok());
+  EXPECT_EQ(logits.size(), static_cast<size_t>(hp.vocab_size));
+  EXPECT_EQ(none, nullptr) << "the CPU path keeps no KV beside the SequenceKv";
+  EngineStats stats;
+  path->AddStats(&stats);
+  EXPECT_EQ(stats.gpu_kv_capacity_bytes, 0u);
+}
+
+// A Backend that records the runs it is given and answers logits [first_pos, n_tokens, ...].
+class RecordingBackend final : public gpu::Backend {
+ public:
+  struct Kv final : gpu::BackendKv {
+    int tokens = 0;
+    uint64_t bytes() const override { return 4096; }
+  };
+  struct Run {
+    const Kv* kv;
+    std::vector<int32_t> tokens;
+    int first_pos;
+    bool want_logits;
+  };
+
+  StatusOr<std::unique_ptr<gpu::BackendKv>> NewKv() override {
+    ++made;
+    return std::unique_ptr<gpu::BackendKv>(new Kv());
+  }
+  Status Forward(gpu::BackendKv& kv, std::span<const int32_t> tokens, int first_pos, bool want_logits,
+                 std::vector<float>* logits) override {
+    auto& k = static_cast<Kv&>(kv);
+    if (first_pos != k.tokens) return InvalidArgumentError("out of order");
+    k.tokens += static_cast<int>(tokens.size());
+    runs.push_back({&k, {tokens.begin(), tokens.end()}, first_pos, want_logits});
+    if (want_logits) *logits = {static_cast<float>(first_pos), static_cast<float>(tokens.size()), 0, 0};
+    return Status::Ok();
+  }
+  int64_t free_pages() const override { return free; }
+  uint64_t capacity_bytes() const override { return 1 << 20; }
+  uint64_t used_bytes() const override { return 4096u * made; }
+  std::string Describe() const override { return "recording backend"; }
+
+  int made = 0;
+  int64_t free = 3;
+  std::vector<Run> runs;
+};
+
+TEST(GpuPathTest, HostSideNeedsFitsAndRunsOneSequenceAtATime) {
+  auto owned = std::make_unique<RecordingBackend>();
+  RecordingBackend* backend = owned.get();
+  auto path = MakeGpuPath(std::move(owned));
+  EXPECT_TRUE(path->on_gpu());
+  EXPECT_EQ(path->Supports(true, false).code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(path->Supports(false, true).code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(path->Supports(false, false).ok());
+
+  // A page per (layer, KV head) each time 128 tokens fill.
+  EXPECT_EQ(path->Need(0, 127, 512).gpu_pages, 0u);
+  EXPECT_EQ(path->Need(100, 30, 512).gpu_pages, 1u);
+  EXPECT_EQ(path->Need(0, 512, 512).gpu_pages, 4u);
+  EXPECT_TRUE(path->Fits(path->Need(0, 384, 384)));
+  EXPECT_FALSE(path->Fits(path->Need(0, 512, 512)));
+  EXPECT_EQ(path->NoRoom(path->Need(0, 512, 512)), "4 pages per KV head) does not fit the GPU pools (recording backend");
+
+  // Two sequences' tokens in one batch: a (3 prompt tokens, logits at the last), b (one decode token).
+  PathKv a, b;
+  std::vector<BatchToken> batch = {{10, 0}, {11, 1}, {12, 2, nullptr, true}, {20, 0, nullptr, true}};
+  std::vector<PathKv*> kvs = {&a, &a, &a, &b};
+  std::vector<float> logits;
+  ASSERT_TRUE(path->Forward(batch, kvs, &logits, nullptr).ok());
+  EXPECT_EQ(backend->made, 2);
+  ASSERT_EQ(backend->runs.size(), 2u);
+  EXPECT_EQ(backend->runs[0].tokens, (std::vector<int32_t>{10, 11, 12}));
+  EXPECT_TRUE(backend->runs[0].want_logits);
+  EXPECT_EQ(backend->runs[1].tokens, (std::vector<int32_t>{20}));
+  EXPECT_EQ(logits, (std::vector<float>{0, 3, 0, 0, 0, 1, 0, 0}));
+  // The next step reuses each sequence's KV.
+  batch = {{13, 3, nullptr, true}};
+  kvs = {&a};
+  ASSERT_TRUE(path->Forward(batch, kvs, &logits, nullptr).ok());
+  EXPECT_EQ(backend->made, 2);
+  EXPECT_EQ(logits, (std::vector<float>{3, 1, 0, 0}));
+  // Logits in the middle of a sequence's run cannot come from one GPU call.
+  batch = {{14, 4, nullptr, true}, {15, 5, nullptr, true}};
+  kvs = {&a, &a};
+  EXPECT_EQ(path->Forward(batch, kvs, &logits, nullptr).code(), StatusCode::kInternal);
+
+  EngineStats stats;
+  path->AddStats(&stats);
+  EXPECT_EQ(stats.gpu_kv_capacity_bytes, 1u << 20);
+  EXPECT_EQ(stats.gpu_kv_used_bytes, 2u * 4096);
+}
+
+}  // namespace
+}  // namespace tq::engine
