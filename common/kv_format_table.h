@@ -29,6 +29,7 @@ enum class KvFormat : uint8_t {
   kTq4c = 13,
   kTq2_5c = 14,
   kTq3_5c = 15,
+  kF32 = 16,
 };
 
 // How a format codes one vector.
@@ -38,6 +39,7 @@ enum class FormatKind : uint8_t {
   kTqMse,       // TurboQuant_mse: rotate, `bits`-bit Lloyd-Max code per coordinate, fp16 norm
   kTqOutlier,   // outlier split: a quarter of the channels at bits+1, the rest at `bits`; two TurboQuant_mse codes
   kTqProd,      // TurboQuant_prod: (bits-1)-bit TurboQuant_mse code + 1-bit QJL sign sketch + fp16 residual norm
+  kPlainF32,    // IEEE single per value in plain rows of the sequence, not in pages: a whole layer's K and V
 };
 
 struct FormatInfo {
@@ -50,7 +52,7 @@ struct FormatInfo {
   std::string_view what;  // one line for `tqserve formats`
 };
 
-inline constexpr std::array<FormatInfo, 15> kFormatTable = {{
+inline constexpr std::array<FormatInfo, 16> kFormatTable = {{
     {KvFormat::kF16, "f16", FormatKind::kFloat16, 16, 0, 2, "IEEE half, not rotated"},
     {KvFormat::kInt8, "int8", FormatKind::kInt8, 8, 0, 2,
      "symmetric int8, one fp32 scale per (head, 128-token page), optional robust clamp"},
@@ -73,9 +75,8 @@ inline constexpr std::array<FormatInfo, 15> kFormatTable = {{
      "tq2.5 with 8-bit norms (both parts' norms against one fp32 scale per page)"},
     {KvFormat::kTq3_5c, "tq3.5c", FormatKind::kTqOutlier, 3, 2, 1,
      "tq3.5 with 8-bit norms (both parts' norms against one fp32 scale per page)"},
+    {KvFormat::kF32, "f32", FormatKind::kPlainF32, 32, 0, 2,
+     "IEEE single in plain rows, not paged: exact (the reference); K and V of whole layers"},
 }};
-
-// Layer formats outside the table: a plain f32 layer (no pages; the tests' and the reference's exact KV).
-inline constexpr std::string_view kPlainF32LayerName = "f32";
 
 }  // namespace tq

@@ -160,8 +160,8 @@ std::vector<Option> BuildOptionTable(Config* c) {
       IntField(&c->limits.max_logit_bias, 300, 0, 1 << 20));
 
   // KV cache.
-  // auto, the plain f32 layer, then every row of the format table.
-  std::vector<std::string> formats = {"auto", std::string(kPlainF32LayerName)};
+  // auto, then every row of the format table.
+  std::vector<std::string> formats = {"auto"};
   for (const FormatInfo& f : kFormatTable) formats.emplace_back(f.name);
   Add(&t, "kv.k_format", "kv-k", "Key format (`tqserve formats` lists them); auto = f16",
       EnumField(&c->kv.k_format, "auto", formats));

@@ -69,7 +69,7 @@ StatusOr<std::shared_ptr<const KvLayout>> KvLayout::Create(const HParams& hp, co
   bool plain = false;
   if (spec.preset.empty()) {
     const bool f16_ok = kernels::CheckSupported(KvFormat::kF16, d).ok();
-    const std::string f32(kPlainF32LayerName);
+    const std::string f32(kernels::FormatName(KvFormat::kF32));
     const std::string k = spec.k_format == "auto" ? (f16_ok ? "f16" : f32) : spec.k_format;
     const std::string v = spec.v_format == "auto" ? (f16_ok ? "f16" : f32) : spec.v_format;
     if (k == f32 || v == f32) {

@@ -338,6 +338,8 @@ Status KvCodec::EncodePageReference(const float* x, int n, std::span<uint8_t> pa
     case FormatKind::kInt8:
       TQ_RETURN_IF_ERROR(EncodeInt8(x, n, page.data(), header));
       break;
+    case FormatKind::kPlainF32:  // never paged: KvCodec::Create refuses it (CheckSupported)
+      return InternalError("format f32 has no pages");
     case FormatKind::kTqMse:
     case FormatKind::kTqOutlier:
     case FormatKind::kTqProd: {

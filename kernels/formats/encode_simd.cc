@@ -574,6 +574,7 @@ EncodeResult EncodePage(const EncodeJob& job) {
     switch (kind) {
       case FormatKind::kFloat16: StoreHalfRows(s.y.get(), d, group); break;
       case FormatKind::kInt8: StoreInt8Rows(s.y.get(), d, job, result.scale, group); break;
+      case FormatKind::kPlainF32: break;  // never paged: no codec is made for it (CheckSupported)
       case FormatKind::kTqMse:
       case FormatKind::kTqOutlier:
       case FormatKind::kTqProd: EncodeTqGroup(job, token0, valid, s, group, compact ? norms8 : nullptr); break;

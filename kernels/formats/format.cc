@@ -37,6 +37,7 @@ bool IsRotated(KvFormat format) {
   switch (GetFormatInfo(format).kind) {
     case FormatKind::kFloat16:
     case FormatKind::kInt8:
+    case FormatKind::kPlainF32:
       return false;
     case FormatKind::kTqMse:
     case FormatKind::kTqOutlier:
@@ -47,6 +48,11 @@ bool IsRotated(KvFormat format) {
 }
 
 Status CheckSupported(KvFormat format, int head_dim) {
+  if (!IsPaged(format)) {
+    return InvalidArgumentError("format " + std::string(FormatName(format)) +
+                                " is kept in plain rows, not in pages: it takes a whole layer's K and V "
+                                "(kv.k_format and kv.v_format both " + std::string(FormatName(format)) + ")");
+  }
   if (head_dim < kMinHeadDim || head_dim > kMaxHeadDim || head_dim % 16 != 0) {
     return InvalidArgumentError("format " + std::string(FormatName(format)) + " does not support head_dim " +
                                 std::to_string(head_dim) + " (supported: multiples of 16 in [" +
@@ -68,6 +74,7 @@ int CodeBitsPerVector(KvFormat format, int head_dim) {
   switch (info.kind) {
     case FormatKind::kFloat16:
     case FormatKind::kInt8:
+    case FormatKind::kPlainF32:
     case FormatKind::kTqMse:
     case FormatKind::kTqProd:  // (bits-1) MSE bits + 1 sign bit
       return info.bits * head_dim;

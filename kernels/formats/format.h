@@ -37,8 +37,10 @@ inline std::string FormatPairName(KvFormat k, KvFormat v) {
 }
 // True for formats whose codes live in a rotated domain (every tq* format).
 bool IsRotated(KvFormat format);
+// True for the formats stored in pages (all but f32, which a layer keeps as plain rows).
+inline bool IsPaged(KvFormat format) { return GetFormatInfo(format).kind != FormatKind::kPlainF32; }
 
-// InvalidArgument unless `format` supports `head_dim`.
+// InvalidArgument unless `format` is paged and supports `head_dim`.
 Status CheckSupported(KvFormat format, int head_dim);
 
 // Number of channels coded with one more bit by the outlier formats: a quarter of head_dim rounded down to a

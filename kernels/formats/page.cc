@@ -61,6 +61,9 @@ CodeLayout MakeCodeLayout(KvFormat format, int head_dim) {
       AddSegment(layout, 0, head_dim, info.bits - 1, 0, CodeDomain::kRotated);
       AddSegment(layout, 0, head_dim, 1, 1, CodeDomain::kSketch);
       break;
+    case FormatKind::kPlainF32:  // not paged; the precondition (CheckSupported) excludes it
+      assert(false && "f32 has no page layout");
+      break;
   }
   layout.norms_offset = kPageHeaderBytes;
   layout.codes_offset = kPageHeaderBytes + static_cast<size_t>(layout.norm_bytes) * kPageTokens * layout.norms;

@@ -11,6 +11,7 @@
 
 #include "config/option_table.h"
 #include "kernels/formats/codebook.h"
+#include "kernels/formats/codec.h"
 #include "kernels/formats/format.h"
 #include "kernels/formats/page.h"
 #include "kernels/formats/rng.h"
@@ -36,11 +37,37 @@ TEST(FormatTable, NamesAreUniqueAndRoundTrip) {
   EXPECT_FALSE(FormatFromId(200).ok());
 }
 
-// The option table (config/, which may not include kernels/) lists the format names itself: it must list exactly
-// auto, f32 (plain rows, not a page format) and every row of this table, so a new format cannot be left out.
+// f32 is a row (its name, bits and id come from the table) but not a page format: every page entry point refuses
+// it with the reason, and a page header that claims it does not decode.
+TEST(FormatTable, F32IsARowThatNoPageTakes) {
+  ASSERT_EQ(*FormatFromName("f32"), KvFormat::kF32);
+  EXPECT_FALSE(IsPaged(KvFormat::kF32));
+  EXPECT_FALSE(IsRotated(KvFormat::kF32));
+  EXPECT_EQ(BitsPerValue(KvFormat::kF32, 64), 32.0);
+  const Status s = CheckSupported(KvFormat::kF32, 64);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("plain rows"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(PageBytes(KvFormat::kF32, 64).ok());
+  EXPECT_FALSE(KvCodec::Create(KvFormat::kF32, 64, 1).ok());
+  // A page whose header names f32 (id 16) is refused, not read with some other format's layout.
+  auto codec = KvCodec::Create(KvFormat::kF16, 64, 1);
+  ASSERT_TRUE(codec.ok());
+  std::vector<uint8_t> page(*PageBytes(KvFormat::kF16, 64));
+  std::vector<float> x(64, 0.5f);
+  ASSERT_TRUE((*codec)->EncodePage(x.data(), 1, page).ok());
+  PageHeader header;
+  std::memcpy(&header, page.data(), sizeof header);
+  header.format = static_cast<uint8_t>(KvFormat::kF32);
+  SealHeader(header);
+  std::memcpy(page.data(), &header, sizeof header);
+  EXPECT_FALSE(ReadPageHeader(page).ok());
+}
+
+// The option table (config/, which may not include kernels/) lists the format names from the table's portable
+// half: exactly auto and every row, so a new format cannot be left out.
 TEST(FormatTable, OptionTableNamesEveryFormat) {
   config::Config c;
-  std::string want = "one of: auto, f32";
+  std::string want = "one of: auto";
   for (const FormatInfo& f : kFormatTable) want += ", " + std::string(f.name);
   int rows = 0;
   for (const config::Option& o : config::BuildOptionTable(&c)) {
@@ -267,7 +294,7 @@ TEST(PageLayout, SegmentsAndSizes) {
   // PageBytes (no layout built) agrees with the layout for every format and head_dim.
   for (const FormatInfo& info : kFormatTable) {
     for (int d = kMinHeadDim; d <= kMaxHeadDim; d += 16) {
-      if (!CheckSupported(info.format, d).ok()) continue;
+      if (!CheckSupported(info.format, d).ok()) continue;  // f32 is never paged
       EXPECT_EQ(*PageBytes(info.format, d), MakeCodeLayout(info.format, d).page_bytes) << info.name << " " << d;
     }
   }
