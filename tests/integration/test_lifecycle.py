@@ -11,7 +11,7 @@ import time
 import pytest
 
 import requests_shim as http_shim
-from conftest import Daemon, metric_value
+from conftest import Daemon, metric_value, scaled
 
 
 def metric(text, name):
@@ -141,7 +141,9 @@ def test_concurrency_limit_covers_grpc(grpc_pb):
     d = Daemon(extra_args=["--max-concurrent-requests", "1"])
     try:
         long_body = {"prompt": "Count:", "max_tokens": 400, "ignore_eos": True}
-        t = threading.Thread(target=lambda: http_shim.post(d.url + "/v1/completions", long_body))
+        statuses = []
+        t = threading.Thread(target=lambda: statuses.append(
+            http_shim.post(d.url + "/v1/completions", long_body, timeout=scaled(120)).status))
         t.start()
         wait_running(d, 1)
         with grpc.insecure_channel(f"127.0.0.1:{d.grpc_port}") as ch:
@@ -150,6 +152,7 @@ def test_concurrency_limit_covers_grpc(grpc_pb):
                 list(stub.Generate(m.GenerateRequest(prompt="x", sampling=m.SamplingParams(max_tokens=1)), timeout=30))
             assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         t.join()
+        assert statuses == [200], "the HTTP request holding the slot did not finish"
     finally:
         assert d.stop() == 0
 
