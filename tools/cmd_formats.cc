@@ -28,9 +28,8 @@ int RunFormats(const FormatsFlags& flags) {
                 flags.measure ? "mse      ip_err   mse_nearest" : "what");
   }
   for (const kernels::FormatInfo& info : kFormatTable) {
-    // f32 is not coded (plain rows): nothing to measure, and any head_dim takes it.
-    if (flags.measure && !kernels::IsPaged(info.format)) continue;
-    if (Status s = kernels::CheckSupported(info.format, flags.dim); kernels::IsPaged(info.format) && !s.ok()) {
+    const bool coded = kernels::IsPaged(info.format);  // f32 is kept in plain rows: any head_dim takes it
+    if (Status s = kernels::CheckSupported(info.format, flags.dim); coded && !s.ok()) {
       std::fprintf(stderr, "tqserve formats: %s\n", s.ToString().c_str());
       return kExitUsage;
     }
@@ -38,7 +37,15 @@ int RunFormats(const FormatsFlags& flags) {
     row["name"] = std::string(info.name);
     row["bits_per_value"] = kernels::BitsPerValue(info.format, flags.dim);
     row["bytes_per_vector"] = kernels::BytesPerVector(info.format, flags.dim);
-    if (flags.measure) {
+    if (flags.measure && !coded) {
+      // Nothing is encoded, so there is no error to measure; the row says so instead of printing zeros.
+      row["coded"] = false;
+      if (!flags.json) {
+        std::printf("%-6s %14.4f %16.2f  not coded (plain f32 rows): exact\n", std::string(info.name).c_str(),
+                    kernels::BitsPerValue(info.format, flags.dim), kernels::BytesPerVector(info.format, flags.dim));
+      }
+    } else if (flags.measure) {
+      row["coded"] = true;
       StatusOr<kernels::FormatQuality> q = kernels::MeasureFormat(info.format, flags.dim, flags.vectors, flags.seed);
       if (!q.ok()) {
         std::fprintf(stderr, "tqserve formats: %s\n", q.status().ToString().c_str());

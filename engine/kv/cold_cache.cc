@@ -27,7 +27,7 @@ ColdPageCache::~ColdPageCache() {
   io_thread_.join();
 }
 
-void ColdPageCache::Write(uint64_t id, PageBuffer bytes, uint64_t stream) {
+void ColdPageCache::Write(PageId id, PageBuffer bytes, uint64_t stream) {
   auto shared = std::make_shared<const PageBuffer>(std::move(bytes));
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -46,7 +46,7 @@ void ColdPageCache::Write(uint64_t id, PageBuffer bytes, uint64_t stream) {
   io_cv_.notify_one();
 }
 
-void ColdPageCache::Erase(uint64_t id) {
+void ColdPageCache::Erase(PageId id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(id);
@@ -61,7 +61,7 @@ void ColdPageCache::Erase(uint64_t id) {
   io_cv_.notify_one();
 }
 
-void ColdPageCache::StartReadLocked(uint64_t id) {
+void ColdPageCache::StartReadLocked(PageId id) {
   Entry& e = entries_[id];
   e.state = State::kReading;
   e.order = next_order_++;
@@ -70,11 +70,11 @@ void ColdPageCache::StartReadLocked(uint64_t id) {
   ops_.push_back({OpKind::kRead, id, nullptr, e.wait});
 }
 
-void ColdPageCache::Prefetch(std::span<const uint64_t> ids) {
+void ColdPageCache::Prefetch(std::span<const PageId> ids) {
   size_t started = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (uint64_t id : ids) {
+    for (PageId id : ids) {
       if (entries_.count(id) != 0) continue;
       StartReadLocked(id);
       ++started;
@@ -95,13 +95,13 @@ void ColdPageCache::TouchLocked(Entry& e) {
   e.used = true;
 }
 
-StatusOr<PageBytes> ColdPageCache::Get(uint64_t id) {
+StatusOr<PageBytes> ColdPageCache::Get(PageId id) {
   PageBytes bytes;
-  TQ_RETURN_IF_ERROR(GetMany(std::span<const uint64_t>(&id, 1), std::span<PageBytes>(&bytes, 1)));
+  TQ_RETURN_IF_ERROR(GetMany(std::span<const PageId>(&id, 1), std::span<PageBytes>(&bytes, 1)));
   return bytes;
 }
 
-Status ColdPageCache::GetMany(std::span<const uint64_t> ids, std::span<PageBytes> out) {
+Status ColdPageCache::GetMany(std::span<const PageId> ids, std::span<PageBytes> out) {
   assert(out.size() == ids.size());
   struct Waiting {
     size_t index;
@@ -181,7 +181,7 @@ ColdCacheStats ColdPageCache::stats() const {
   return s;
 }
 
-void ColdPageCache::FinishReadLocked(uint64_t id, const std::shared_ptr<ReadWait>& wait, PageBytes bytes,
+void ColdPageCache::FinishReadLocked(PageId id, const std::shared_ptr<ReadWait>& wait, PageBytes bytes,
                                      Status status) {
   wait->done = true;
   wait->bytes = bytes;
@@ -212,10 +212,10 @@ void ColdPageCache::EvictLocked() {
   // (read-ahead asks in the order of use, so it is needed last). A page a reader still holds (use_count counts
   // the cache's own reference as one) is pinned: it moves to the other end of its list, so the next eviction
   // does not walk over it again (the pages attention holds are the ones it used last, at the back).
-  for (std::list<uint64_t>* list : {&used_, &unused_}) {
+  for (std::list<PageId>* list : {&used_, &unused_}) {
     size_t pinned = 0;
     while (cached_bytes_ > capacity_ && pinned < list->size()) {
-      const uint64_t id = list->back();
+      const PageId id = list->back();
       auto e = entries_.find(id);
       if (e->second.bytes.use_count() > 1) {
         list->splice(list->begin(), *list, std::prev(list->end()));
@@ -257,7 +257,7 @@ std::shared_ptr<PageBuffer> ColdPageCache::TakeSpare(size_t n) {
 
 void ColdPageCache::IoLoop() {
   struct PendingRead {
-    uint64_t id;
+    PageId id;
     std::shared_ptr<ReadWait> wait;
     std::shared_ptr<PageBuffer> buf;
   };
@@ -284,7 +284,7 @@ void ColdPageCache::IoLoop() {
         }
         std::vector<storage::ColdStore::PutRequest> puts;
         for (const Op& op : writes) {
-          puts.push_back({op.id, std::as_bytes(std::span<const uint8_t>(*op.bytes)), op.stream});
+          puts.push_back({Raw(op.id), std::as_bytes(std::span<const uint8_t>(*op.bytes)), op.stream});
         }
         const std::vector<Status> put_status = store_->PutMany(puts);
         std::lock_guard<std::mutex> lock(mu_);
@@ -309,28 +309,28 @@ void ColdPageCache::IoLoop() {
         for (Op& op : writes) op.bytes.reset();  // the cache's reference is the only one left: evictable
         EvictLocked();
       } else if (kind == OpKind::kErase) {
-        const uint64_t id = batch.front().id;
+        const PageId id = batch.front().id;
         batch.pop_front();
-        const Status s = store_->Erase(id);
-        if (!s.ok() && s.code() != StatusCode::kNotFound) spdlog::warn("cold tier: erase of page {}: {}", id, s.ToString());
+        const Status s = store_->Erase(Raw(id));
+        if (!s.ok() && s.code() != StatusCode::kNotFound) spdlog::warn("cold tier: erase of page {}: {}", Raw(id), s.ToString());
         // Space came back: a tier that hit ENOSPC may admit again (the next write tells).
         if (s.ok() && !store_->admitting()) store_->ResumeAdmission();
       } else {
         std::vector<storage::ColdStore::ReadRequest> reads;
         std::vector<std::pair<std::shared_ptr<ReadWait>, Status>> refused;
-        std::vector<uint64_t> refused_ids;
+        std::vector<PageId> refused_ids;
         while (!batch.empty() && batch.front().kind == OpKind::kRead) {
           Op op = std::move(batch.front());
           batch.pop_front();
-          const std::optional<uint32_t> length = store_->PageLength(op.id);
+          const std::optional<uint32_t> length = store_->PageLength(Raw(op.id));
           if (!length) {
-            refused.push_back({op.wait, NotFoundError("cold page " + std::to_string(op.id) + " is not on disk")});
+            refused.push_back({op.wait, NotFoundError("cold page " + std::to_string(Raw(op.id)) + " is not on disk")});
             refused_ids.push_back(op.id);
             continue;
           }
           std::shared_ptr<PageBuffer> buf = TakeSpare(*length);
           const uint64_t tag = next_tag++;
-          reads.push_back({op.id, std::as_writable_bytes(std::span<uint8_t>(*buf)), tag});
+          reads.push_back({Raw(op.id), std::as_writable_bytes(std::span<uint8_t>(*buf)), tag});
           pending[tag] = {op.id, op.wait, std::move(buf)};
         }
         const Status s = store_->SubmitReads(reads);

@@ -51,23 +51,23 @@ class ColdPageCache {
 
   // Queues the page for the disk; its bytes are readable from the cache at once. Pages of one stream are
   // placed next to each other on disk (storage::ColdStore::PutRequest::stream).
-  void Write(uint64_t id, PageBuffer bytes, uint64_t stream = 0);
+  void Write(PageId id, PageBuffer bytes, uint64_t stream = 0);
   // Drops the page from the cache and queues its erasure on disk.
-  void Erase(uint64_t id);
+  void Erase(PageId id);
   // Queues reads of the pages not cached nor in flight.
-  void Prefetch(std::span<const uint64_t> ids);
+  void Prefetch(std::span<const PageId> ids);
   // The page's bytes (they stay valid while the caller holds them). data_loss / io_error / not_found when the
   // read failed.
-  StatusOr<PageBytes> Get(uint64_t id);
+  StatusOr<PageBytes> Get(PageId id);
   // out[i] = the bytes of ids[i] (out.size() == ids.size()), under one lock for all the pages found ready;
   // the others are read (or their reads in flight waited for) together. The first failed read's status, with
   // the out entries of failed pages null. Attention pins a head's pages of a layer this way: one Get per page
   // made two workers contend for the lock on every page (half the Gets of a 2-thread decode slept in the
   // kernel).
-  Status GetMany(std::span<const uint64_t> ids, std::span<PageBytes> out);
+  Status GetMany(std::span<const PageId> ids, std::span<PageBytes> out);
 
   struct FailedWrite {
-    uint64_t id = 0;
+    PageId id = kNoPage;
     PageBytes bytes;
     Status status;
   };
@@ -102,12 +102,12 @@ class ColdPageCache {
     std::shared_ptr<ReadWait> wait;  // kReading
     bool used = false;               // kReady: in used_ (read by Get, or written), else in unused_
     uint64_t order = 0;              // when its read was asked for (next_order_)
-    std::list<uint64_t>::iterator lru;
+    std::list<PageId>::iterator lru;
   };
   enum class OpKind : uint8_t { kWrite, kErase, kRead };
   struct Op {
     OpKind kind;
-    uint64_t id;
+    PageId id;
     PageBytes bytes;                 // kWrite
     std::shared_ptr<ReadWait> wait;  // kRead
     uint64_t stream = 0;             // kWrite
@@ -115,12 +115,12 @@ class ColdPageCache {
 
   void IoLoop();
   // Under mu_: queues a read of `id` and marks it kReading.
-  void StartReadLocked(uint64_t id);
+  void StartReadLocked(PageId id);
   // Hands the outcome to the waiters and caches the bytes; the caller evicts (EvictLocked) once the read's
   // bookkeeping let go of its ReadWait.
-  void FinishReadLocked(uint64_t id, const std::shared_ptr<ReadWait>& wait, PageBytes bytes, Status status);
+  void FinishReadLocked(PageId id, const std::shared_ptr<ReadWait>& wait, PageBytes bytes, Status status);
   void TouchLocked(Entry& e);
-  std::list<uint64_t>& ListOf(const Entry& e) { return e.used ? used_ : unused_; }
+  std::list<PageId>& ListOf(const Entry& e) { return e.used ? used_ : unused_; }
   void EvictLocked();
   // Buffers of read pages that nobody holds any more, kept for the next reads of the same size: a read then
   // neither allocates nor zero-fills (both showed in decode profiles with a cache smaller than the working set).
@@ -152,10 +152,10 @@ class ColdPageCache {
   std::atomic<uint64_t> blocked_evictions_{0};  // bumped under mu_ (EvictLocked)
   bool io_waiting_ = false;  // the I/O thread found ops_ empty and waits (or is about to) for completions;
                              // a miss in Get wakes it (ColdStore::WakeReads)
-  std::unordered_map<uint64_t, Entry> entries_;
+  std::unordered_map<PageId, Entry> entries_;
   // kReady entries in eviction order, each list evicted from its back, used_ before unused_ (EvictLocked).
-  std::list<uint64_t> used_;    // read by Get (the last one at the back) or written (at the front)
-  std::list<uint64_t> unused_;  // read from disk and not yet used, in the order the reads were asked for
+  std::list<PageId> used_;    // read by Get (the last one at the back) or written (at the front)
+  std::list<PageId> unused_;  // read from disk and not yet used, in the order the reads were asked for
   uint64_t next_order_ = 0;
   uint64_t cached_bytes_ = 0;
   std::shared_ptr<SparePool> spare_;  // shared with the deleters of the buffers it lent

@@ -72,15 +72,15 @@ StatusOr<const uint8_t*> ColdPageTier::Write(PageId id, std::span<const uint8_t>
   std::memcpy(out.data() + record_bytes, bytes.data(), bytes.size());
   // The write is queued; its bytes are readable from the cache at once. A failure comes back through
   // TakeFailedWrites.
-  cache_->Write(Raw(id), std::move(out), info.stream);
+  cache_->Write(id, std::move(out), info.stream);
   return static_cast<const uint8_t*>(nullptr);
 }
 
 Status ColdPageTier::Pin(std::span<const PinRef> pages, std::span<PinnedPage> out) {
-  thread_local std::vector<uint64_t> ids;
+  thread_local std::vector<PageId> ids;
   thread_local std::vector<PageBytes> bytes;
   ids.clear();
-  for (const PinRef& p : pages) ids.push_back(Raw(p.id));
+  for (const PinRef& p : pages) ids.push_back(p.id);
   bytes.assign(ids.size(), nullptr);
   Status status = cache_->GetMany(ids, bytes);
   for (size_t j = 0; j < pages.size() && status.ok(); ++j) {
@@ -97,16 +97,13 @@ Status ColdPageTier::Pin(std::span<const PinRef> pages, std::span<PinnedPage> ou
 }
 
 void ColdPageTier::Prefetch(std::span<const PageId> ids) {
-  thread_local std::vector<uint64_t> raw;
-  raw.clear();
-  for (PageId id : ids) raw.push_back(Raw(id));
-  cache_->Prefetch(raw);
+  cache_->Prefetch(ids);
 }
 
 std::vector<PageTier::FailedWrite> ColdPageTier::TakeFailedWrites() {
   std::vector<FailedWrite> out;
   for (ColdPageCache::FailedWrite& f : cache_->TakeFailedWrites()) {
-    out.push_back({PageId{f.id}, std::move(f.bytes), std::move(f.status)});
+    out.push_back({f.id, std::move(f.bytes), std::move(f.status)});
   }
   return out;
 }

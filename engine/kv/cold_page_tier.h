@@ -31,7 +31,7 @@ class ColdPageTier final : public PageTier {
   bool admitting() const override { return cache_->admitting(); }
   StatusOr<const uint8_t*> Write(PageId id, std::span<const uint8_t> bytes, PrecisionClass cls,
                                  const PageInfo& info) override;
-  void Free(PageId id) override { cache_->Erase(Raw(id)); }
+  void Free(PageId id) override { cache_->Erase(id); }
   void Flush() override { cache_->Flush(); }
   Status Pin(std::span<const PinRef> pages, std::span<PinnedPage> out) override;
   void Prefetch(std::span<const PageId> ids) override;

@@ -114,23 +114,29 @@ uint64_t KvPageStore::SlotsIn(KvTier t, uint32_t length, const PageInfo& info) c
   return p == nullptr ? 0 : p->SlotsFor(p->StoredBytes(length, info));
 }
 
-bool KvPageStore::HasRoom(KvTier t, uint32_t length, const PageInfo& info) const {
+bool KvPageStore::HasSlots(KvTier t, uint32_t stored) const {
   const PageTier* p = tier(t);
   if (p == nullptr || !p->admitting()) return false;
-  const uint64_t need = SlotsIn(t, length, info);
-  const int ti = static_cast<int>(t);
-  return need > 0 && tier_slots_[ti].load() + need <= p->slot_count();
+  const uint64_t need = p->SlotsFor(stored);
+  return need > 0 && tier_slots_[static_cast<int>(t)].load() + need <= p->slot_count();
+}
+
+bool KvPageStore::HasRoom(KvTier t, uint32_t length, const PageInfo& info) const {
+  const PageTier* p = tier(t);
+  return p != nullptr && HasSlots(t, p->StoredBytes(length, info));
 }
 
 bool KvPageStore::PlaceIn(KvTier t, PageId id, std::span<const uint8_t> bytes, Page* page) {
-  const uint32_t length = static_cast<uint32_t>(bytes.size());
-  if (!HasRoom(t, length, page->info)) return false;
   PageTier* p = tier(t);
+  if (p == nullptr) return false;
+  const uint32_t length = static_cast<uint32_t>(bytes.size());
+  const uint32_t stored = p->StoredBytes(length, page->info);
+  if (!HasSlots(t, stored)) return false;
   StatusOr<const uint8_t*> in_place = p->Write(id, bytes, page->cls, page->info);
   if (!in_place.ok()) return false;
   page->tier = t;
   page->length = length;
-  page->stored = p->StoredBytes(length, page->info);
+  page->stored = stored;
   page->ram = *in_place;
   return true;
 }

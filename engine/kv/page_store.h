@@ -146,6 +146,8 @@ class KvPageStore {
   uint64_t SlotsIn(KvTier t, uint32_t length, const PageInfo& info) const;
   // Places bytes in tier t; false when t has no room or refuses the page.
   bool PlaceIn(KvTier t, PageId id, std::span<const uint8_t> bytes, Page* page);
+  // Whether tier t is present, admits pages and has free slots for one of `stored` bytes (its StoredBytes).
+  bool HasSlots(KvTier t, uint32_t stored) const;
   bool HasRoom(KvTier t, uint32_t length, const PageInfo& info) const;
   void Record(KvEvent event);
   void Count(const Page& page, int sign);

@@ -29,6 +29,12 @@ expect_rc 0 "bench attention at the targets' shape" -- run "$bin" bench attentio
   --working-set-mib 4 --min-seconds 0.01 --rounds 1 --formats tq3 tq4
 expect_out "target: tq4 at least 1.5x f16: " "states the tq4 target beside its ratio"
 expect_out "target: tq3 at least 1.7x f16: " "states the tq3 target beside its ratio"
+expect_rc 0 "formats --measure" -- run "$bin" formats --measure --vectors 200 --dim 64
+expect_out "not coded (plain f32 rows): exact" "f32 gets a line that says it is not measured"
+expect_out "tq4 " "a coded format is measured"
+expect_rc 0 "formats --measure --json" -- run "$bin" formats --measure --vectors 200 --json
+expect_out '"coded": false' "the f32 row says it is not coded"
+expect_out '"ip_err":' "coded rows carry their errors"
 expect_rc 2 "bench attention --threads 0" -- run "$bin" bench attention --threads 0
 expect_out "--threads" "names the option"
 
