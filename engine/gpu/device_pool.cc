@@ -1,86 +1,53 @@
 #include "engine/gpu/device_pool.h"
 
 #include <algorithm>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 namespace tq::gpu {
 
-uint8_t* SlabPool::Slab::base() const {
-  return static_cast<uint8_t*>(device.get() != nullptr ? device.get() : host.get());
-}
+namespace {
 
-Status SlabPool::AddSlab(size_t slot_bytes, int64_t slots) {
-  if (slot_bytes == 0 || slots <= 0) return InvalidArgumentError("SlabPool: a slab needs slots of some bytes");
-  const size_t stride = SlotStride(slot_bytes);
-  for (const Slab& s : slabs_) {
-    if (s.stride == stride) return AlreadyExistsError("SlabPool: a slab of " + std::to_string(stride) + " B slots");
+// Device (cudaMalloc) or pinned host (cudaHostAlloc) memory; each allocation an owned CudaBuffer.
+template <BufferMemory kMemory>
+class CudaSlabMemory final : public SlabMemory {
+ public:
+  std::string_view name() const override { return kMemory == BufferMemory::kDevice ? "device" : "pinned host"; }
+  bool host_readable() const override { return kMemory == BufferMemory::kPinned; }
+  StatusOr<uint8_t*> Allocate(size_t bytes) override {
+    TQ_ASSIGN_OR_RETURN(CudaBuffer<kMemory> buf, CudaBuffer<kMemory>::Allocate(bytes));
+    uint8_t* p = buf.template as<uint8_t>();
+    std::lock_guard<std::mutex> lock(mu_);
+    buffers_.emplace(p, std::move(buf));
+    return p;
   }
-  const size_t bytes = stride * static_cast<size_t>(slots);
-  if (capacity_bytes() + bytes > budget_bytes_) {
-    return ResourceExhaustedError("SlabPool: " + std::to_string(slots) + " slots of " + std::to_string(stride) +
-                                  " B exceed the budget of " + std::to_string(budget_bytes_) + " B");
+  void Release(uint8_t* bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    buffers_.erase(bytes);
   }
-  Slab slab;
-  slab.stride = stride;
-  slab.slots = slots;
-  if (memory_ == PoolMemory::kDevice) {
-    TQ_ASSIGN_OR_RETURN(slab.device, DeviceBuffer::Allocate(bytes));
-  } else {
-    TQ_ASSIGN_OR_RETURN(slab.host, PinnedBuffer::Allocate(bytes));
+  Status CopyIn(uint8_t* dst, const uint8_t* host_src, size_t n) override {
+    TQ_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, host_src, n, cudaMemcpyHostToDevice));
+    return Status::Ok();
   }
-  slab.free.reserve(slots);
-  for (int64_t i = slots - 1; i >= 0; --i) slab.free.push_back(i);  // back() = slot 0
-  slabs_.push_back(std::move(slab));
-  return Status::Ok();
-}
-
-StatusOr<uint8_t*> SlabPool::Allocate(size_t slot_bytes) {
-  const size_t stride = SlotStride(slot_bytes);
-  for (Slab& s : slabs_) {
-    if (s.stride != stride) continue;
-    if (s.free.empty()) {
-      return ResourceExhaustedError("SlabPool: all " + std::to_string(s.slots) + " slots of " +
-                                    std::to_string(stride) + " B are in use");
-    }
-    const int64_t i = s.free.back();
-    s.free.pop_back();
-    return s.base() + static_cast<size_t>(i) * s.stride;
+  Status CopyOut(uint8_t* host_dst, const uint8_t* src, size_t n) override {
+    TQ_CUDA_RETURN_IF_ERROR(cudaMemcpy(host_dst, src, n, cudaMemcpyDeviceToHost));
+    return Status::Ok();
   }
-  return NotFoundError("SlabPool: no slab of " + std::to_string(stride) + " B slots");
-}
 
-void SlabPool::Free(uint8_t* slot) {
-  if (slot == nullptr) return;
-  for (Slab& s : slabs_) {
-    uint8_t* base = s.base();
-    if (slot >= base && slot < base + s.stride * static_cast<size_t>(s.slots)) {
-      s.free.push_back((slot - base) / static_cast<ptrdiff_t>(s.stride));
-      return;
-    }
-  }
-}
+ private:
+  std::mutex mu_;
+  std::unordered_map<uint8_t*, CudaBuffer<kMemory>> buffers_;
+};
 
-size_t SlabPool::capacity_bytes() const {
-  size_t n = 0;
-  for (const Slab& s : slabs_) n += s.stride * static_cast<size_t>(s.slots);
-  return n;
-}
+}  // namespace
 
-size_t SlabPool::used_bytes() const {
-  size_t n = 0;
-  for (const Slab& s : slabs_) n += s.stride * static_cast<size_t>(s.slots - static_cast<int64_t>(s.free.size()));
-  return n;
-}
-
-int64_t SlabPool::used_slots() const {
-  int64_t n = 0;
-  for (const Slab& s : slabs_) n += s.slots - static_cast<int64_t>(s.free.size());
-  return n;
-}
+std::shared_ptr<SlabMemory> DeviceMemory() { return std::make_shared<CudaSlabMemory<BufferMemory::kDevice>>(); }
+std::shared_ptr<SlabMemory> PinnedHostMemory() { return std::make_shared<CudaSlabMemory<BufferMemory::kPinned>>(); }
 
 StatusOr<WarmTier> WarmTier::Create(size_t host_budget, size_t staging_bytes) {
   WarmTier t;
-  t.host_ = SlabPool(PoolMemory::kPinnedHost, host_budget);
+  t.host_ = SlabPool(PinnedHostMemory(), host_budget);
   for (int s = 0; s < 2; ++s) {
     TQ_ASSIGN_OR_RETURN(t.staging_[s], DeviceBuffer::Allocate(std::max<size_t>(staging_bytes, kSlotAlign)));
     TQ_ASSIGN_OR_RETURN(t.staged_[s], Event::Create());

@@ -1,8 +1,6 @@
 // KV page memory on the GPU side: the hot tier (device memory) and the warm tier (pinned host memory staged into
-// device memory for attention).
+// device memory for attention). SlabPool (slab_pool.h) cuts either into slots.
 //
-// SlabPool: one allocation (slab) per slot size, cut into fixed slots, with a free list; the slabs of one pool
-// share a byte budget. A slot holds one page pair (K then V bytes) of one (sequence, layer, KV head).
 // WarmTier: a pinned host SlabPool plus two device staging sets; the pages one layer's attention reads are copied
 // into a staging set on the tier's own copy stream while the compute stream runs the previous layer, and the
 // compute stream waits on the set's event before attention.
@@ -14,52 +12,15 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/gpu/slab_pool.h"
 #include "kernels/cuda/runtime.h"
 
 namespace tq::gpu {
 
-// Slot strides are multiples of this (page pointers stay aligned for the kernels; adjacent slots stay adjacent in
-// a staging set, so runs of them copy as one).
-inline constexpr size_t kSlotAlign = 256;
-inline size_t SlotStride(size_t bytes) { return (bytes + kSlotAlign - 1) / kSlotAlign * kSlotAlign; }
-
-enum class PoolMemory { kDevice, kPinnedHost };
-
-class SlabPool {
- public:
-  SlabPool(PoolMemory memory, size_t budget_bytes) : memory_(memory), budget_bytes_(budget_bytes) {}
-  SlabPool(SlabPool&&) noexcept = default;
-  SlabPool& operator=(SlabPool&&) noexcept = default;
-
-  // Allocates the slab of `slots` slots of SlotStride(slot_bytes) bytes. ResourceExhausted when it would exceed the
-  // budget (or the device has no room); AlreadyExists when the pool has a slab of that stride.
-  Status AddSlab(size_t slot_bytes, int64_t slots);
-  // A free slot of the slab of SlotStride(slot_bytes); ResourceExhausted when the slab is full, NotFound without
-  // such a slab. Slots of a fresh slab come out in address order.
-  StatusOr<uint8_t*> Allocate(size_t slot_bytes);
-  // Returns a slot from Allocate (null is ignored).
-  void Free(uint8_t* slot);
-
-  PoolMemory memory() const { return memory_; }
-  size_t budget_bytes() const { return budget_bytes_; }
-  size_t capacity_bytes() const;  // bytes of all slabs
-  size_t used_bytes() const;      // bytes of allocated slots
-  int64_t used_slots() const;
-
- private:
-  struct Slab {
-    size_t stride = 0;
-    int64_t slots = 0;
-    DeviceBuffer device;            // kDevice
-    PinnedBuffer host;              // kPinnedHost
-    std::vector<int64_t> free;      // free slot indices; back() is next
-    uint8_t* base() const;
-  };
-
-  PoolMemory memory_;
-  size_t budget_bytes_;
-  std::vector<Slab> slabs_;
-};
+// cudaMalloc'd device memory (HBM) and cudaHostAlloc'd pinned host memory for SlabPools. Unavailable (at
+// Allocate) without a GPU.
+std::shared_ptr<SlabMemory> DeviceMemory();
+std::shared_ptr<SlabMemory> PinnedHostMemory();
 
 // One host page slot to stage and where it landed.
 struct StagedPage {
@@ -94,7 +55,7 @@ class WarmTier {
   Status Release(int set, cudaStream_t compute);
 
  private:
-  WarmTier() : host_(PoolMemory::kPinnedHost, 0) {}
+  WarmTier() = default;
 
   SlabPool host_;
   DeviceBuffer staging_[2];

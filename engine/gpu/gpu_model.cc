@@ -197,7 +197,7 @@ Status GpuModel::SetUpKv() {
   cold_pairs_ = cold_pairs;
   if (hot_pairs > 0) {
     const int64_t slots = int64_t{hot_pairs} * pool_pages_;
-    pool_ = SlabPool(PoolMemory::kDevice, pair_stride_ * static_cast<size_t>(slots));
+    pool_ = SlabPool(DeviceMemory(), pair_stride_ * static_cast<size_t>(slots));
     TQ_RETURN_IF_ERROR(pool_.AddSlab(pair_bytes_, slots));
   }
   // The warm tier's staging sets carry every layer's warm and cold pages to the device.

@@ -177,7 +177,7 @@ class GpuModel {
   size_t pair_stride_ = 0;          // SlotStride(pair_bytes_)
   std::vector<bool> warm_heads_;    // [n_layers * n_kv_heads]
   std::vector<bool> cold_heads_;    // [n_layers * n_kv_heads]; never warm too
-  SlabPool pool_{PoolMemory::kDevice, 0};
+  SlabPool pool_;
   std::unique_ptr<WarmTier> warm_;
   std::vector<StagedPage> staged_[2];  // the warm and cold pages in each staging set, in (head, page) order
   PinnedBuffer cold_read_[2];          // read sets: one layer's cold pairs' pages, pair_stride_ apart

@@ -34,16 +34,17 @@ std::string_view KvEventKindName(KvEvent::Kind kind) {
 }
 
 StatusOr<std::unique_ptr<KvPageStore>> KvPageStore::Open(const KvStoreOptions& options,
-                                                         std::array<uint32_t, 3> class_page_bytes) {
+                                                         std::array<uint32_t, 3> class_page_bytes,
+                                                         const TierMaker& make_ram_tier) {
   if (options.cold_optional && !options.cold_dir.empty()) {
     // The default directory: use it if it works, else run on the RAM tiers and say why.
     KvStoreOptions strict = options;
     strict.cold_optional = false;
-    auto with_cold = Open(strict, class_page_bytes);
+    auto with_cold = Open(strict, class_page_bytes, make_ram_tier);
     if (with_cold.ok()) return with_cold;
     KvStoreOptions ram = strict;
     ram.cold_dir.clear();
-    TQ_ASSIGN_OR_RETURN(std::unique_ptr<KvPageStore> s, Open(ram, class_page_bytes));
+    TQ_ASSIGN_OR_RETURN(std::unique_ptr<KvPageStore> s, Open(ram, class_page_bytes, make_ram_tier));
     s->cold_unavailable_ = with_cold.status().ToString();
     spdlog::warn("KV cold tier off, every page stays in RAM: {} (kv.cold_dir names another directory; '' turns "
                  "the cold tier off without this warning)", s->cold_unavailable_);
@@ -69,8 +70,13 @@ StatusOr<std::unique_ptr<KvPageStore>> KvPageStore::Open(const KvStoreOptions& o
   const uint64_t budgets[2] = {options.hot_bytes, options.warm_bytes};
   for (int t = 0; t < 2; ++t) {
     if (budgets[t] == 0) continue;
-    TQ_ASSIGN_OR_RETURN(s->tiers_[t], RamPageTier::Open(static_cast<KvTier>(t), budgets[t], slot_bytes[t],
-                                                        t == 1 && options.warm_lock));
+    const KvTier kind = static_cast<KvTier>(t);
+    const bool lock = t == 1 && options.warm_lock;
+    if (make_ram_tier) {
+      TQ_ASSIGN_OR_RETURN(s->tiers_[t], make_ram_tier(kind, budgets[t], slot_bytes[t], lock));
+    } else {
+      TQ_ASSIGN_OR_RETURN(s->tiers_[t], RamPageTier::Open(kind, budgets[t], slot_bytes[t], lock));
+    }
   }
   if (cold) {
     TQ_ASSIGN_OR_RETURN(std::unique_ptr<ColdPageTier> tier, ColdPageTier::Open(options, largest));
@@ -346,13 +352,26 @@ const uint8_t* KvPageStore::RamBytes(PageId id) const {
   return it == pages_.end() ? nullptr : it->second.ram;
 }
 
+std::optional<KvTier> KvPageStore::TierOf(PageId id) const {
+  auto it = pages_.find(id);
+  if (it == pages_.end()) return std::nullopt;
+  return it->second.tier;
+}
+
 bool KvPageStore::MoveToCold(PageId id) {
   auto it = pages_.find(id);
-  if (it == pages_.end() || it->second.ram == nullptr || !cold_) return false;
+  if (it == pages_.end() || it->second.tier == KvTier::kCold || !cold_) return false;
   Page& page = it->second;
   Page moved_to = page;
-  const std::vector<uint8_t> bytes(page.ram, page.ram + page.length);
-  if (!PlaceIn(KvTier::kCold, id, bytes, &moved_to)) return false;
+  // RAM pages are read in place; device pages are copied out by their tier.
+  PinnedPage pin{page.ram, nullptr};
+  if (pin.data == nullptr) {
+    const PageTier::PinRef ref{id, page.stored, page.length};
+    if (!tier(page.tier)->Pin(std::span<const PageTier::PinRef>(&ref, 1), std::span<PinnedPage>(&pin, 1)).ok()) {
+      return false;
+    }
+  }
+  if (!PlaceIn(KvTier::kCold, id, std::span<const uint8_t>(pin.data, page.length), &moved_to)) return false;
   const KvTier from = page.tier;
   tier(from)->Free(id);
   Count(page, -1);

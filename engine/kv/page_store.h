@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -66,8 +67,15 @@ class KvPageStore {
  public:
   // class_page_bytes: the largest page (K + V bytes) of each class under the model's layout; 0 for a class
   // with no heads.
+  // Makes the hot or warm tier: `budget_bytes` of slots that each hold `slot_bytes`; lock: kv.warm_lock (the warm
+  // tier). The default makes host RAM arenas (RamPageTier); on a GPU machine the GPU path passes its device pool
+  // (hot) and pinned host pool (warm) (engine/gpu/slab_page_tier.h), so HOT pages live in HBM, ACTIVE ones in
+  // pinned memory and SPARSE ones on disk under the same page table and placement.
+  using TierMaker = std::function<StatusOr<std::unique_ptr<PageTier>>(KvTier kind, uint64_t budget_bytes,
+                                                                       uint32_t slot_bytes, bool lock)>;
   static StatusOr<std::unique_ptr<KvPageStore>> Open(const KvStoreOptions& options,
-                                                     std::array<uint32_t, 3> class_page_bytes);
+                                                     std::array<uint32_t, 3> class_page_bytes,
+                                                     const TierMaker& make_ram_tier = {});
   ~KvPageStore();
 
   // Places a copy of a page in its class's home tier or the first fallback with room. resource_exhausted when no
@@ -80,7 +88,8 @@ class KvPageStore {
   uint32_t refs(PageId id) const;
   uint32_t PageLength(PageId id) const;  // page bytes (K + V); 0 when absent
   const PageInfo* Info(PageId id) const;  // null when absent
-  // Moves a RAM page to the cold tier (durable, frees RAM). False when there is no cold tier or no room.
+  // Moves a page of the hot or warm tier to the cold tier (durable, frees its slot). False when there is no cold
+  // tier, no room, or its bytes could not be read.
   bool MoveToCold(PageId id);
   // Pages recovered from the cold tier at Open (each holds one reference, which the taker owns); once.
   std::vector<RecoveredPage> TakeRecovered();
@@ -107,6 +116,8 @@ class KvPageStore {
   Status PinMany(std::span<const PageId> ids, std::span<PinnedPage> out) const;
   // The page's bytes when it lives in a RAM tier (stable until Release), else null (cold: use Pin).
   const uint8_t* RamBytes(PageId id) const;
+  // The tier holding the page; nullopt when absent.
+  std::optional<KvTier> TierOf(PageId id) const;
 
   KvStoreStats Stats() const;
   bool has_cold_tier() const { return cold_ != nullptr; }

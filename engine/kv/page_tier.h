@@ -4,9 +4,9 @@
 //   RamPageTier  (ram_page_tier.h)   hot and warm on the host: a slot arena; pages are read in place.
 //   ColdPageTier (cold_page_tier.h)  files in kv.cold_dir through io_uring, each page behind its record
 //                                    (page_record.h), written and read by an I/O thread through a bounded cache.
-//
-// On a GPU machine the device pool (HBM) and the pinned host pool are the tiers still to come (issue 36); the
-// interface is what they need: write from host bytes, free, read into pinned views, slots and stats.
+//   gpu::SlabPageTier                hot and warm on a GPU machine: slots in device memory (HBM) or pinned host
+//     (engine/gpu/slab_page_tier.h)  memory; device pages are pinned through a copy (the store never includes it:
+//                                    the GPU path hands it in, KvPageStore::TierMaker).
 //
 // Sizes: a page's `length` is its K + V bytes; a tier may keep more for it (StoredBytes: the cold tier's record).
 // Capacity is counted in slots of slot_bytes(); a page takes SlotsFor(stored) of them, 0 when it can never fit.

@@ -165,7 +165,7 @@ size_t PrefixCache::Demote(size_t max_pages) {
     const PrefixEntry& e = entries_.at(hash);
     for (PageId id : e.pages) {
       if (moved >= max_pages) return moved;
-      if (store_->refs(id) == 1 && store_->RamBytes(id) != nullptr && store_->MoveToCold(id)) ++moved;
+      if (store_->refs(id) == 1 && store_->TierOf(id) != KvTier::kCold && store_->MoveToCold(id)) ++moved;
     }
   }
   return moved;

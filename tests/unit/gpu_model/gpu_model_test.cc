@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <set>
 
+#include "engine/gpu/slab_page_tier.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/llm/model.h"
 #include "engine/llm/thread_pool.h"
@@ -212,7 +213,7 @@ TEST_F(GpuModelTest, Tq4FollowsF16PastPageBoundaries) {
 // (c) The pools: allocate to the budget, ResourceExhausted, free, reuse; a staged copy of pinned pages.
 TEST(GpuPoolTest, AllocateToBudgetFreeReuseAndStage) {
   TQ_SKIP_WITHOUT_GPU();
-  for (PoolMemory memory : {PoolMemory::kDevice, PoolMemory::kPinnedHost}) {
+  for (std::shared_ptr<SlabMemory> memory : {DeviceMemory(), PinnedHostMemory()}) {
     SlabPool pool(memory, 8 * 4096);
     ASSERT_TRUE(pool.AddSlab(4000, 8).ok());  // stride 4096
     EXPECT_EQ(pool.AddSlab(4096, 1).code(), StatusCode::kAlreadyExists);
@@ -263,6 +264,34 @@ TEST(GpuPoolTest, AllocateToBudgetFreeReuseAndStage) {
     EXPECT_EQ(back[4095], expect[i]);
   }
   ASSERT_TRUE(tier->Release(1, compute->get()).ok());
+}
+
+// (c2) The device and pinned pools as page-store tiers: a page written from host bytes lies at its address in
+// device (or pinned) memory and pins back byte for byte (device pages through a copy); a freed slot is reused.
+TEST(GpuPoolTest, SlabTiersOnDeviceAndPinnedMemoryRoundTrip) {
+  TQ_SKIP_WITHOUT_GPU();
+  for (std::shared_ptr<SlabMemory> memory : {DeviceMemory(), PinnedHostMemory()}) {
+    const bool device = memory->name() == "device";
+    auto tier = SlabPageTier::Open(device ? engine::KvTier::kHot : engine::KvTier::kWarm, memory, 2 * 8192, 8000);
+    ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+    std::vector<uint8_t> bytes(8000);
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7 + 3);
+    auto in_place = (*tier)->Write(engine::PageId{1}, bytes, engine::PrecisionClass::kHot, {});
+    ASSERT_TRUE(in_place.ok()) << in_place.status().ToString();
+    EXPECT_EQ(*in_place == nullptr, device) << "pinned pages are read in place, device pages are not";
+    const engine::PageTier::PinRef ref{engine::PageId{1}, 8000, 8000};
+    engine::PinnedPage pin;
+    ASSERT_TRUE((*tier)->Pin(std::span(&ref, 1), std::span(&pin, 1)).ok());
+    EXPECT_EQ(std::vector<uint8_t>(pin.data, pin.data + 8000), bytes);
+    std::vector<uint8_t> back(8000);
+    ASSERT_TRUE(memory->CopyOut(back.data(), (*tier)->Address(engine::PageId{1}), 8000).ok());
+    EXPECT_EQ(back, bytes);
+    ASSERT_TRUE((*tier)->Write(engine::PageId{2}, bytes, engine::PrecisionClass::kHot, {}).ok());
+    EXPECT_EQ((*tier)->Write(engine::PageId{3}, bytes, engine::PrecisionClass::kHot, {}).status().code(),
+              StatusCode::kResourceExhausted);
+    (*tier)->Free(engine::PageId{1});
+    EXPECT_TRUE((*tier)->Write(engine::PageId{3}, bytes, engine::PrecisionClass::kHot, {}).ok());
+  }
 }
 
 // (d) Warm heads (pinned host pages staged per layer) give the logits of hot heads.

@@ -1,5 +1,7 @@
-// The PageTier contract, checked on each implementation: a RAM arena (hot, warm) and the cold tier on a real
-// directory through io_uring and the pread fallback. What every tier must do (write from bytes, pin them back,
+// The PageTier contract, checked on each implementation: a RAM arena (hot, warm), the cold tier on a real
+// directory through io_uring and the pread fallback, and the GPU machine's slot pools (engine/gpu/slab_page_tier.h)
+// over host memory, read in place, and over host memory the CPU may not read in place, as device memory (the real
+// device and pinned memories run in gpu_model_test where there is a GPU). What every tier must do (write from bytes, pin them back,
 // free, count slots) runs on all; what only one kind does (in-place reads, records, recovery, failed writes) runs
 // on that kind. FaultQueue injects the disk-full error a real disk cannot give on demand.
 #include "engine/kv/page_tier.h"
@@ -9,9 +11,11 @@
 #include <functional>
 #include <random>
 
+#include "engine/gpu/slab_page_tier.h"
 #include "engine/kv/cold_page_tier.h"
 #include "engine/kv/page_record.h"
 #include "engine/kv/ram_page_tier.h"
+#include "tests/unit/gpu_model/copied_host_memory.h"
 #include "storage/fault_queue.h"
 #include "storage/page_format.h"
 #include "tests/unit/storage/storage_test_util.h"
@@ -42,16 +46,26 @@ PageInfo Info(int layer, uint64_t prefix_hash) {
   return info;
 }
 
-// "ram" or "cold:<io backend>".
+// "ram", "cold:<io backend>", "slab:host" or "slab:copied".
 class PageTierTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (cold()) TQ_SKIP_IF_NO_BACKEND(GetParam().substr(5));
   }
-  bool cold() const { return GetParam() != "ram"; }
+  bool cold() const { return GetParam().rfind("cold:", 0) == 0; }
+  bool slab() const { return GetParam().rfind("slab:", 0) == 0; }
+  // Whether Write returns the page in place.
+  bool in_place() const { return !cold() && GetParam() != "slab:copied"; }
 
   // A tier with room for `pages` pages of kPage bytes (RAM: slots; cold: its 4 KiB slots).
   std::unique_ptr<PageTier> Open(uint64_t pages, storage::FaultQueue** fault = nullptr) {
+    if (slab()) {
+      std::shared_ptr<gpu::SlabMemory> memory =
+          GetParam() == "slab:host" ? gpu::HostMemory() : std::make_shared<gpu::testing::CopiedHostMemory>();
+      auto t = gpu::SlabPageTier::Open(KvTier::kWarm, memory, pages * gpu::SlotStride(kPage), kPage);
+      EXPECT_TRUE(t.ok()) << t.status().ToString();
+      return t.ok() ? std::move(*t) : nullptr;
+    }
     if (!cold()) {
       auto t = RamPageTier::Open(KvTier::kWarm, pages * ((kPage + 63) / 64 * 64), kPage, false);
       EXPECT_TRUE(t.ok()) << t.status().ToString();
@@ -100,6 +114,7 @@ class PageTierTest : public ::testing::TestWithParam<std::string> {
 
 // What only one kind of tier does.
 class RamTierTest : public PageTierTest {};
+class SlabTierTest : public PageTierTest {};
 class ColdTierTest : public PageTierTest {};
 
 TEST_P(PageTierTest, WrittenPagesPinBackByteForByte) {
@@ -112,8 +127,8 @@ TEST_P(PageTierTest, WrittenPagesPinBackByteForByte) {
     const std::vector<uint8_t> bytes = Bytes(i, lengths[i]);
     StatusOr<const uint8_t*> in_place = t->Write(ids[i], bytes, PrecisionClass::kSparse, info);
     ASSERT_TRUE(in_place.ok()) << in_place.status().ToString();
-    // RAM pages are read where they lie; cold pages only through Pin.
-    EXPECT_EQ(*in_place == nullptr, cold());
+    // RAM pages are read where they lie; cold and device pages only through Pin.
+    EXPECT_EQ(*in_place != nullptr, this->in_place());
   }
   Status status;
   std::vector<PinnedPage> pins = Pin(*t, ids, lengths, info, &status);
@@ -250,6 +265,33 @@ TEST_P(ColdTierTest, WriteOnAFullDiskComesBackWithItsBytes) {
   EXPECT_TRUE(t->TakeFailedWrites().empty());
 }
 
+// The GPU kernels read a page at its address in the tier's memory; a page larger than a slot, or a budget that holds
+// no slot, is refused.
+TEST_P(SlabTierTest, PagesLieAtTheirAddressUntilFreed) {
+  auto t = Open(4);
+  ASSERT_NE(t, nullptr);
+  auto* slab = static_cast<gpu::SlabPageTier*>(t.get());
+  const PageInfo info = Info(1, 0);
+  const std::vector<uint8_t> bytes = Bytes(3, kPage);
+  ASSERT_TRUE(t->Write(PageId{3}, bytes, PrecisionClass::kHot, info).ok());
+  const uint8_t* at = slab->Address(PageId{3});
+  ASSERT_NE(at, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(at) % gpu::kSlotAlign, 0u);
+  std::vector<uint8_t> back(kPage);
+  ASSERT_TRUE(slab->pool().memory().CopyOut(back.data(), at, kPage).ok());
+  EXPECT_EQ(back, bytes);
+  EXPECT_EQ(slab->pool().used_slots(), 1);
+  t->Free(PageId{3});
+  EXPECT_EQ(slab->Address(PageId{3}), nullptr);
+  EXPECT_EQ(slab->pool().used_slots(), 0);
+  EXPECT_EQ(t->Write(PageId{4}, Bytes(4, kPage + 1), PrecisionClass::kHot, info).status().code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_EQ(t->io().writes, 1u);
+  auto none = gpu::SlabPageTier::Open(KvTier::kHot, gpu::HostMemory(), kPage - 1, kPage);
+  EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(none.status().message().find("holds no page"), std::string::npos) << none.status().ToString();
+}
+
 std::string ParamName(const ::testing::TestParamInfo<std::string>& p) {
   std::string name = p.param;
   for (char& c : name) {
@@ -258,8 +300,11 @@ std::string ParamName(const ::testing::TestParamInfo<std::string>& p) {
   return name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiers, PageTierTest, ::testing::Values("ram", "cold:io_uring", "cold:pread"), ParamName);
-INSTANTIATE_TEST_SUITE_P(Tiers, RamTierTest, ::testing::Values("ram"), ParamName);
+INSTANTIATE_TEST_SUITE_P(Tiers, PageTierTest,
+                         ::testing::Values("ram", "cold:io_uring", "cold:pread", "slab:host", "slab:copied"),
+                         ParamName);
+INSTANTIATE_TEST_SUITE_P(Tiers, RamTierTest, ::testing::Values("ram", "slab:host", "slab:copied"), ParamName);
+INSTANTIATE_TEST_SUITE_P(Tiers, SlabTierTest, ::testing::Values("slab:host", "slab:copied"), ParamName);
 INSTANTIATE_TEST_SUITE_P(Tiers, ColdTierTest, ::testing::Values("cold:io_uring", "cold:pread"), ParamName);
 
 }  // namespace
