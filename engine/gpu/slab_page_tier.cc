@@ -21,12 +21,12 @@ StatusOr<std::unique_ptr<SlabPageTier>> SlabPageTier::Open(engine::KvTier kind, 
   return t;
 }
 
-StatusOr<const uint8_t*> SlabPageTier::Write(PageId id, std::span<const uint8_t> bytes, engine::PrecisionClass,
-                                             const engine::PageInfo&) {
-  if (bytes.size() > max_page_bytes_) {
+StatusOr<engine::PageTier::Slot> SlabPageTier::Allocate(PageId id, uint32_t length, engine::PrecisionClass,
+                                                       const engine::PageInfo&) {
+  if (length > max_page_bytes_) {
     stats_.RecordError(storage::TierError::kOverBudget);
     return ResourceExhaustedError("KV " + std::string(engine::KvTierName(kind_)) + " tier: a page of " +
-                                  std::to_string(bytes.size()) + " bytes exceeds its slots of " +
+                                  std::to_string(length) + " bytes exceeds its slots of " +
                                   std::to_string(max_page_bytes_));
   }
   StatusOr<uint8_t*> slot = pool_.Allocate(max_page_bytes_);
@@ -34,15 +34,21 @@ StatusOr<const uint8_t*> SlabPageTier::Write(PageId id, std::span<const uint8_t>
     stats_.RecordError(storage::TierError::kOverBudget);
     return slot.status();
   }
-  if (Status s = pool_.memory().CopyIn(*slot, bytes.data(), bytes.size()); !s.ok()) {
-    pool_.Free(*slot);
+  slots_of_[id] = *slot;
+  stats_.SetUsage(pool_.used_bytes(), slots_of_.size());
+  return Slot{*slot, pool_.memory().host_readable() ? *slot : nullptr};
+}
+
+StatusOr<const uint8_t*> SlabPageTier::Write(PageId id, std::span<const uint8_t> bytes, engine::PrecisionClass cls,
+                                             const engine::PageInfo& info) {
+  TQ_ASSIGN_OR_RETURN(Slot slot, Allocate(id, static_cast<uint32_t>(bytes.size()), cls, info));
+  if (Status s = pool_.memory().CopyIn(slot.at, bytes.data(), bytes.size()); !s.ok()) {
+    Free(id);
     stats_.RecordError(storage::TierError::kIo);
     return s;
   }
-  slots_of_[id] = *slot;
   stats_.RecordWrite(bytes.size());
-  stats_.SetUsage(pool_.used_bytes(), slots_of_.size());
-  return pool_.memory().host_readable() ? static_cast<const uint8_t*>(*slot) : nullptr;
+  return slot.host;
 }
 
 void SlabPageTier::Free(PageId id) {

@@ -33,6 +33,8 @@ class SlabPageTier final : public engine::PageTier {
   uint64_t SlotsFor(uint32_t stored) const override { return stored <= max_page_bytes_ ? 1 : 0; }
   StatusOr<const uint8_t*> Write(engine::PageId id, std::span<const uint8_t> bytes, engine::PrecisionClass cls,
                                  const engine::PageInfo& info) override;
+  StatusOr<Slot> Allocate(engine::PageId id, uint32_t length, engine::PrecisionClass cls,
+                          const engine::PageInfo& info) override;
   void Free(engine::PageId id) override;
   Status Pin(std::span<const PinRef> pages, std::span<engine::PinnedPage> out) override;
   storage::TierStatsSnapshot io() const override { return stats_.Snapshot(); }

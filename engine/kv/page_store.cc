@@ -166,21 +166,50 @@ void KvPageStore::Count(const Page& page, int sign) {
   }
 }
 
+void KvPageStore::Insert(PageId id, const Page& page, bool fallback) {
+  if (fallback) ++fallbacks_;
+  pages_.emplace(id, page);
+  Count(page, +1);
+  Record({0, KvEvent::Kind::kStored, id, page.tier, page.tier, page.cls, page.length, page.info});
+}
+
+Status KvPageStore::Refuse(PrecisionClass cls, size_t length) {
+  ++refused_;
+  return ResourceExhaustedError("KV tiers are full: no room for a " + std::string(PrecisionClassName(cls)) +
+                                " page of " + std::to_string(length) + " bytes");
+}
+
 StatusOr<PageId> KvPageStore::Store(PrecisionClass cls, std::span<const uint8_t> bytes, PageInfo info) {
   const PageId id{next_id_++};
   Page page{cls, KvTier::kHot, 0, 0, nullptr, std::move(info), 1};
   const auto& chain = chain_[static_cast<int>(cls)];
   for (size_t i = 0; i < chain.size(); ++i) {
     if (!PlaceIn(chain[i], id, bytes, &page)) continue;
-    if (i > 0) ++fallbacks_;
-    pages_.emplace(id, page);
-    Count(page, +1);
-    Record({0, KvEvent::Kind::kStored, id, page.tier, page.tier, cls, page.length, page.info});
+    Insert(id, page, i > 0);
     return id;
   }
-  ++refused_;
-  return ResourceExhaustedError("KV tiers are full: no room for a " + std::string(PrecisionClassName(cls)) +
-                                " page of " + std::to_string(bytes.size()) + " bytes");
+  return Refuse(cls, bytes.size());
+}
+
+StatusOr<KvPageStore::Allocated> KvPageStore::Allocate(PrecisionClass cls, uint32_t length, PageInfo info) {
+  const PageId id{next_id_++};
+  Page page{cls, KvTier::kHot, length, 0, nullptr, std::move(info), 1};
+  const auto& chain = chain_[static_cast<int>(cls)];
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const KvTier t = chain[i];
+    PageTier* p = tier(t);
+    if (p == nullptr) continue;
+    const uint32_t stored = p->StoredBytes(length, page.info);
+    if (!HasSlots(t, stored)) continue;
+    StatusOr<PageTier::Slot> slot = p->Allocate(id, length, cls, page.info);
+    if (!slot.ok()) continue;  // the cold tier: written from bytes only
+    page.tier = t;
+    page.stored = stored;
+    page.ram = slot->host;
+    Insert(id, page, i > 0);
+    return Allocated{id, t, slot->at};
+  }
+  return Refuse(cls, length);
 }
 
 void KvPageStore::Retain(PageId id) {

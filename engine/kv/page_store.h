@@ -81,6 +81,15 @@ class KvPageStore {
   // Places a copy of a page in its class's home tier or the first fallback with room. resource_exhausted when no
   // tier has a free slot (nothing changes; the caller still has the bytes).
   StatusOr<PageId> Store(PrecisionClass cls, std::span<const uint8_t> bytes, PageInfo info = {});
+  // A page of `length` bytes that the caller fills where it lies (the GPU path encodes device pages in place),
+  // placed as Store places it among the tiers that hand out slots (not the cold tier). `at` is its address in
+  // the tier's memory, valid until the page is released or moved; RamBytes gives it where the CPU may read it.
+  struct Allocated {
+    PageId id{};
+    KvTier tier = KvTier::kHot;
+    uint8_t* at = nullptr;
+  };
+  StatusOr<Allocated> Allocate(PrecisionClass cls, uint32_t length, PageInfo info = {});
   // Reference counting: Store returns a page with one reference; Retain adds one (a sequence sharing a cached
   // prefix, the prefix cache); Release drops one and frees the page at zero.
   void Retain(PageId id);
@@ -160,6 +169,10 @@ class KvPageStore {
   // Whether tier t is present, admits pages and has free slots for one of `stored` bytes (its StoredBytes).
   bool HasSlots(KvTier t, uint32_t stored) const;
   bool HasRoom(KvTier t, uint32_t length, const PageInfo& info) const;
+  // Enters a placed page in the table (counts, event); fallback: it is not in its class's home tier.
+  void Insert(PageId id, const Page& page, bool fallback);
+  // resource_exhausted for a page of `length` bytes of class cls, counted.
+  Status Refuse(PrecisionClass cls, size_t length);
   void Record(KvEvent event);
   void Count(const Page& page, int sign);
 

@@ -53,6 +53,18 @@ class PageTier {
   // then nothing changes.
   virtual StatusOr<const uint8_t*> Write(PageId id, std::span<const uint8_t> bytes, PrecisionClass cls,
                                          const PageInfo& info) = 0;
+  // Allocate: a slot under `id` for a page of `length` bytes that the caller fills where it lies (the GPU encoder
+  // writes device pages in place). `at` is the address in the tier's memory; `host` the same address where the
+  // CPU may read it, else null. resource_exhausted when there is no slot; unimplemented for a tier written only
+  // from bytes (cold).
+  struct Slot {
+    uint8_t* at = nullptr;
+    const uint8_t* host = nullptr;
+  };
+  virtual StatusOr<Slot> Allocate(PageId id, uint32_t length, PrecisionClass cls, const PageInfo& info) {
+    (void)id, (void)length, (void)cls, (void)info;
+    return UnimplementedError("KV " + std::string(KvTierName(kind())) + " tier: pages are written from bytes");
+  }
   // Drops the page (an unknown id is ignored).
   virtual void Free(PageId id) = 0;
   // Blocks until every write returned so far is done (on disk for the cold tier).

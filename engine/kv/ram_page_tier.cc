@@ -30,6 +30,12 @@ StatusOr<const uint8_t*> RamPageTier::Write(PageId id, std::span<const uint8_t> 
   return reinterpret_cast<const uint8_t*>(slot.data());
 }
 
+StatusOr<PageTier::Slot> RamPageTier::Allocate(PageId id, uint32_t length, PrecisionClass, const PageInfo&) {
+  TQ_ASSIGN_OR_RETURN(std::span<std::byte> slot, ram_->Allocate(Raw(id), length));
+  auto* at = reinterpret_cast<uint8_t*>(slot.data());
+  return Slot{at, at};
+}
+
 void RamPageTier::Free(PageId id) { ram_->Erase(Raw(id)).IgnoreError(); }
 
 Status RamPageTier::Pin(std::span<const PinRef> pages, std::span<PinnedPage> out) {

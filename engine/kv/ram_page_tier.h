@@ -24,6 +24,7 @@ class RamPageTier final : public PageTier {
   uint64_t SlotsFor(uint32_t stored) const override { return stored <= ram_->slot_bytes() ? 1 : 0; }
   StatusOr<const uint8_t*> Write(PageId id, std::span<const uint8_t> bytes, PrecisionClass cls,
                                  const PageInfo& info) override;
+  StatusOr<Slot> Allocate(PageId id, uint32_t length, PrecisionClass cls, const PageInfo& info) override;
   void Free(PageId id) override;
   Status Pin(std::span<const PinRef> pages, std::span<PinnedPage> out) override;
   storage::TierStatsSnapshot io() const override { return ram_->stats().Snapshot(); }

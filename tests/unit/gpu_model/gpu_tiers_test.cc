@@ -122,6 +122,30 @@ TEST_F(GpuTiersTest, AFullPinnedPoolFallsBackToTheDevicePoolThenRefuses) {
   EXPECT_TRUE(s->Fits({1, 0, 0}));
 }
 
+// The GPU encoder fills pages where they lie: a HOT page's slot is device memory, an ACTIVE one's pinned memory the
+// CPU reads in place; a SPARSE page cannot be allocated on disk and falls back to the pinned pool.
+TEST_F(GpuTiersTest, AllocatedPagesLieWhereTheEncoderWritesThem) {
+  auto s = Open(2, 2);
+  ASSERT_NE(s, nullptr);
+  auto h = s->Allocate(PrecisionClass::kHot, kHotPage);
+  auto a = s->Allocate(PrecisionClass::kActive, kActivePage);
+  auto c = s->Allocate(PrecisionClass::kSparse, kSparsePage);
+  ASSERT_TRUE(h.ok() && a.ok() && c.ok());
+  EXPECT_EQ(h->tier, KvTier::kHot);
+  EXPECT_EQ(h->at, hot_->Address(h->id));
+  EXPECT_EQ(s->RamBytes(h->id), nullptr);
+  EXPECT_EQ(a->tier, KvTier::kWarm);
+  EXPECT_EQ(s->RamBytes(a->id), a->at);
+  EXPECT_EQ(c->tier, KvTier::kWarm);
+  EXPECT_EQ(s->Stats().fallbacks, 1u);
+  const auto bytes = Bytes(5, kHotPage);
+  ASSERT_TRUE(hot_->pool().memory().CopyIn(h->at, bytes.data(), bytes.size()).ok());
+  EXPECT_EQ(Read(*s, h->id, bytes.size()), bytes);
+  EXPECT_EQ(s->Stats().tiers[0].pages, 1u);
+  EXPECT_EQ(s->Stats().tiers[1].pages, 2u);
+  EXPECT_EQ(s->Allocate(PrecisionClass::kHot, kHotPage + 1).status().code(), StatusCode::kResourceExhausted);
+}
+
 TEST_F(GpuTiersTest, ADevicePageMovesToDiskThroughACopyAndReadsBack) {
   auto s = Open(2, 2);
   ASSERT_NE(s, nullptr);

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <random>
 
@@ -184,6 +185,32 @@ TEST_P(PageTierTest, DescribesItself) {
   if (cold()) {
     EXPECT_NE(d.find(dir_.path()), std::string::npos) << d;
   }
+}
+
+// Allocate hands out a slot the caller fills where it lies (the GPU encoder); the cold tier takes bytes only.
+TEST_P(PageTierTest, AllocatedSlotsPinBackWhatTheCallerWrote) {
+  auto t = Open(4);
+  ASSERT_NE(t, nullptr);
+  const PageInfo info = Info(0, 0);
+  StatusOr<PageTier::Slot> slot = t->Allocate(PageId{8}, kPage, PrecisionClass::kHot, info);
+  if (cold()) {
+    EXPECT_EQ(slot.status().code(), StatusCode::kUnimplemented) << slot.status().ToString();
+    return;
+  }
+  ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+  ASSERT_NE(slot->at, nullptr);
+  EXPECT_EQ(slot->host != nullptr, in_place());
+  const std::vector<uint8_t> bytes = Bytes(8, kPage);
+  if (slab()) {
+    ASSERT_TRUE(static_cast<gpu::SlabPageTier*>(t.get())->pool().memory().CopyIn(slot->at, bytes.data(), kPage).ok());
+  } else {
+    std::memcpy(slot->at, bytes.data(), kPage);
+  }
+  StatusOr<PinnedPage> pin = PinOne(*t, PageId{8}, info);
+  ASSERT_TRUE(pin.ok()) << pin.status().ToString();
+  EXPECT_EQ(std::vector<uint8_t>(pin->data, pin->data + kPage), bytes);
+  t->Free(PageId{8});
+  EXPECT_FALSE(PinOne(*t, PageId{8}, info).ok());
 }
 
 // A RAM tier refuses at once; the cold tier's budget is the store's to keep (a FailedWrite otherwise).
