@@ -79,6 +79,12 @@ std::optional<std::span<const std::byte>> RamTier::Get(uint64_t page_id) {
   return std::span<const std::byte>(SlotData(it->second.slot), it->second.length);
 }
 
+std::optional<std::span<const std::byte>> RamTier::Peek(uint64_t page_id) const {
+  auto it = index_.find(page_id);
+  if (it == index_.end()) return std::nullopt;
+  return std::span<const std::byte>(SlotData(it->second.slot), it->second.length);
+}
+
 StatusOr<uint32_t> RamTier::Read(uint64_t page_id, std::span<std::byte> dest) {
   auto it = index_.find(page_id);
   if (it == index_.end())

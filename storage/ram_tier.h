@@ -43,6 +43,8 @@ class RamTier {
   Status Put(uint64_t page_id, std::span<const std::byte> payload);
   // The page's bytes in place, or nullopt. Counts as a read.
   std::optional<std::span<const std::byte>> Get(uint64_t page_id);
+  // Where the page's bytes lie, or nullopt; not a read (nothing is counted).
+  std::optional<std::span<const std::byte>> Peek(uint64_t page_id) const;
   // Copies the page into dest; returns its length.
   StatusOr<uint32_t> Read(uint64_t page_id, std::span<std::byte> dest);
   Status Erase(uint64_t page_id);

@@ -35,11 +35,11 @@ class CudaBackend final : public Backend {
   int64_t free_pages() const override { return model_->free_pages(); }
 
   uint64_t capacity_bytes() const override {
-    return model_->pool().capacity_bytes() + (model_->warm() ? model_->warm()->host().capacity_bytes() : 0);
+    return model_->kv_capacity_bytes();
   }
 
   uint64_t used_bytes() const override {
-    return model_->pool().used_bytes() + (model_->warm() ? model_->warm()->host().used_bytes() : 0);
+    return model_->kv_used_bytes();
   }
 
   std::string Describe() const override {

@@ -27,11 +27,11 @@ class CudaSlabMemory final : public SlabMemory {
     buffers_.erase(bytes);
   }
   Status CopyIn(uint8_t* dst, const uint8_t* host_src, size_t n) override {
-    TQ_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, host_src, n, cudaMemcpyHostToDevice));
+    TQ_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, host_src, n, cudaMemcpyDefault));
     return Status::Ok();
   }
   Status CopyOut(uint8_t* host_dst, const uint8_t* src, size_t n) override {
-    TQ_CUDA_RETURN_IF_ERROR(cudaMemcpy(host_dst, src, n, cudaMemcpyDeviceToHost));
+    TQ_CUDA_RETURN_IF_ERROR(cudaMemcpy(host_dst, src, n, cudaMemcpyDefault));
     return Status::Ok();
   }
 
@@ -45,9 +45,8 @@ class CudaSlabMemory final : public SlabMemory {
 std::shared_ptr<SlabMemory> DeviceMemory() { return std::make_shared<CudaSlabMemory<BufferMemory::kDevice>>(); }
 std::shared_ptr<SlabMemory> PinnedHostMemory() { return std::make_shared<CudaSlabMemory<BufferMemory::kPinned>>(); }
 
-StatusOr<WarmTier> WarmTier::Create(size_t host_budget, size_t staging_bytes) {
+StatusOr<WarmTier> WarmTier::Create(size_t staging_bytes) {
   WarmTier t;
-  t.host_ = SlabPool(PinnedHostMemory(), host_budget);
   for (int s = 0; s < 2; ++s) {
     TQ_ASSIGN_OR_RETURN(t.staging_[s], DeviceBuffer::Allocate(std::max<size_t>(staging_bytes, kSlotAlign)));
     TQ_ASSIGN_OR_RETURN(t.staged_[s], Event::Create());

@@ -1,9 +1,10 @@
-// KV page memory on the GPU side: the hot tier (device memory) and the warm tier (pinned host memory staged into
-// device memory for attention). SlabPool (slab_pool.h) cuts either into slots.
+// GPU memory for KV pages: device memory (HBM) and pinned host memory for the slot pools (slab_pool.h) that
+// are the hot and warm tiers of the page store (slab_page_tier.h), and the staging that brings host pages to the
+// device for attention.
 //
-// WarmTier: a pinned host SlabPool plus two device staging sets; the pages one layer's attention reads are copied
-// into a staging set on the tier's own copy stream while the compute stream runs the previous layer, and the
-// compute stream waits on the set's event before attention.
+// WarmTier: two device staging sets and a copy stream; the pinned (and cold, read into pinned buffers) pages one
+// layer's attention reads are copied into a staging set on the copy stream while the compute stream runs the
+// previous layer, and the compute stream waits on the set's event before attention.
 #pragma once
 
 #include <cstddef>
@@ -24,19 +25,17 @@ std::shared_ptr<SlabMemory> PinnedHostMemory();
 
 // One host page slot to stage and where it landed.
 struct StagedPage {
-  const uint8_t* host = nullptr;  // a slot of the warm pool
+  const uint8_t* host = nullptr;  // pinned host memory: a warm page's slot, or a cold page's read buffer
   uint8_t* device = nullptr;      // set by StageAsync: its copy in the staging set
 };
 
 class WarmTier {
  public:
-  // host_budget: bytes of pinned slabs; staging_bytes: device bytes of each of the two staging sets.
-  static StatusOr<WarmTier> Create(size_t host_budget, size_t staging_bytes);
+  // staging_bytes: device bytes of each of the two staging sets.
+  static StatusOr<WarmTier> Create(size_t staging_bytes);
   WarmTier(WarmTier&&) noexcept = default;
   WarmTier& operator=(WarmTier&&) noexcept = default;
 
-  SlabPool& host() { return host_; }
-  const SlabPool& host() const { return host_; }
   cudaStream_t copy_stream() const { return copy_.get(); }
 
   // Marks everything enqueued on `compute` so far as the last reader of both staging sets (call once before the
@@ -57,7 +56,6 @@ class WarmTier {
  private:
   WarmTier() = default;
 
-  SlabPool host_;
   DeviceBuffer staging_[2];
   Stream copy_;
   Event staged_[2];    // copies into the set done

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <initializer_list>
 
 #include "engine/gpu/ops.h"
+#include "engine/gpu/slab_page_tier.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/weights/half.h"
 
@@ -176,45 +178,63 @@ Status GpuModel::SetUpKv() {
   const int pairs = hp_.n_layers * hp_.n_kv_heads;
   warm_heads_.assign(pairs, false);
   cold_heads_.assign(pairs, false);
-  int warm_pairs = 0, cold_pairs = 0, staged_per_layer = 0, cold_per_layer = 0;
+  int warm_pairs = 0, cold_pairs = 0, cold_per_layer = 0;
   for (int l = 0; l < hp_.n_layers; ++l) {
-    int warm_in_layer = 0, cold_in_layer = 0;
+    int cold_in_layer = 0;
     for (int h = 0; h < hp_.n_kv_heads; ++h) {
       const int i = l * hp_.n_kv_heads + h;
       cold_heads_[i] = WarmPair(i, options_.cold_heads_fraction);
       warm_heads_[i] = !cold_heads_[i] && WarmPair(i, options_.warm_heads_fraction);
-      warm_in_layer += warm_heads_[i] ? 1 : 0;
+      warm_pairs += warm_heads_[i] ? 1 : 0;
       cold_in_layer += cold_heads_[i] ? 1 : 0;
     }
-    warm_pairs += warm_in_layer;
     cold_pairs += cold_in_layer;
-    staged_per_layer = std::max(staged_per_layer, warm_in_layer + cold_in_layer);
     cold_per_layer = std::max(cold_per_layer, cold_in_layer);
   }
   const int hot_pairs = pairs - warm_pairs - cold_pairs;
   hot_pairs_ = hot_pairs;
   warm_pairs_ = warm_pairs;
   cold_pairs_ = cold_pairs;
-  if (hot_pairs > 0) {
-    const int64_t slots = int64_t{hot_pairs} * pool_pages_;
-    pool_ = SlabPool(DeviceMemory(), pair_stride_ * static_cast<size_t>(slots));
-    TQ_RETURN_IF_ERROR(pool_.AddSlab(pair_bytes_, slots));
-  }
-  // The warm tier's staging sets carry every layer's warm and cold pages to the device.
+  const uint64_t per_pair = static_cast<uint64_t>(pool_pages_) * pair_stride_;
+  // Staging carries a layer's pinned and cold pages to the device; with fallbacks any head's pages may be pinned.
+  const size_t read_set = pair_stride_ * static_cast<size_t>(cold_per_layer) * pages_per_head_;
   if (warm_pairs + cold_pairs > 0) {
-    const int64_t slots = int64_t{warm_pairs} * pool_pages_;
-    const size_t staging = pair_stride_ * static_cast<size_t>(staged_per_layer) * pages_per_head_;
-    TQ_ASSIGN_OR_RETURN(WarmTier tier, WarmTier::Create(pair_stride_ * static_cast<size_t>(slots), staging));
+    const size_t staging = pair_stride_ * static_cast<size_t>(hp_.n_kv_heads) * pages_per_head_;
+    TQ_ASSIGN_OR_RETURN(WarmTier tier, WarmTier::Create(staging));
     warm_ = std::make_unique<WarmTier>(std::move(tier));
-    if (warm_pairs > 0) TQ_RETURN_IF_ERROR(warm_->host().AddSlab(pair_bytes_, slots));
   }
   if (cold_pairs > 0) {
-    storage::ColdStoreOptions co = options_.cold;
-    co.max_page_bytes = static_cast<uint32_t>(pair_bytes_);
-    TQ_ASSIGN_OR_RETURN(cold_, ColdPages::Open(co));
-    const size_t read_set = pair_stride_ * static_cast<size_t>(cold_per_layer) * pages_per_head_;
     for (PinnedBuffer& b : cold_read_) TQ_RETURN_IF_ERROR(b.Reserve(read_set));
   }
+
+  engine::KvStoreOptions so;
+  so.hot_bytes = hot_pairs * per_pair;
+  so.warm_bytes = warm_pairs * per_pair;
+  so.warm_lock = false;  // pinned memory is locked already
+  if (cold_pairs > 0) {
+    so.cold_dir = options_.cold.cold_dir;
+    so.cold_bytes = options_.cold.capacity_bytes;
+    so.direct_io = options_.cold.direct_io;
+    so.io_backend = options_.cold.io.backend;
+    so.io_depth = options_.cold.io.queue_depth;
+    // Two layers' cold pages (the one staged, the one read ahead) and room for the pages being written.
+    so.cold_cache_bytes = 3 * std::max<uint64_t>(read_set, pair_stride_);
+  } else {
+    so.cold_dir.clear();
+  }
+  so.head_dim = static_cast<uint32_t>(hp_.head_dim);
+  const uint32_t page = static_cast<uint32_t>(pair_bytes_);
+  engine::KvPageStore::TierMaker gpu_tiers = [](engine::KvTier kind, uint64_t budget, uint32_t slot_bytes,
+                                                bool) -> StatusOr<std::unique_ptr<engine::PageTier>> {
+    std::shared_ptr<SlabMemory> memory = kind == engine::KvTier::kHot ? DeviceMemory() : PinnedHostMemory();
+    TQ_ASSIGN_OR_RETURN(std::unique_ptr<SlabPageTier> t, SlabPageTier::Open(kind, memory, budget, slot_bytes));
+    return std::unique_ptr<engine::PageTier>(std::move(t));
+  };
+  TQ_ASSIGN_OR_RETURN(store_, engine::KvPageStore::Open(so, {hot_pairs > 0 ? page : 0u, warm_pairs > 0 ? page : 0u,
+                                                             cold_pairs > 0 ? page : 0u},
+                                                         gpu_tiers));
+  // Pages of an earlier process belong to sequences that no longer exist (no GPU page is named for reuse yet).
+  for (const engine::RecoveredPage& r : store_->TakeRecovered()) store_->Release(r.id);
   return Status::Ok();
 }
 
@@ -229,28 +249,43 @@ double GpuModel::hot_kv_bytes_per_token() const {
   return static_cast<double>(hot) * static_cast<double>(k_page_bytes_ + v_page_bytes_) / kPage;
 }
 
+uint64_t GpuModel::kv_capacity_bytes() const {
+  const engine::KvStoreStats st = store_->Stats();
+  return st.tiers[0].slots * st.tiers[0].slot_bytes + st.tiers[1].slots * st.tiers[1].slot_bytes;
+}
+
+uint64_t GpuModel::kv_used_bytes() const {
+  const engine::KvStoreStats st = store_->Stats();
+  return st.tiers[0].slots_used * st.tiers[0].slot_bytes + st.tiers[1].slots_used * st.tiers[1].slot_bytes;
+}
+
 int64_t GpuModel::free_pages() const {
-  int64_t free = pool_pages_;
-  if (hot_pairs_ > 0) free = std::min(free, pool_pages_ - pool_.used_slots() / hot_pairs_);
-  if (warm_pairs_ > 0) free = std::min(free, pool_pages_ - warm_->host().used_slots() / warm_pairs_);
-  if (cold_pairs_ > 0) {
-    free = std::min(
-        free, static_cast<int64_t>(cold_->free_pages(static_cast<uint32_t>(pair_bytes_)) / cold_pairs_));
+  // The most n with n more pages of every pair fitting (home tiers and fallbacks), by bisection.
+  auto fits = [&](int64_t n) {
+    const uint64_t k = static_cast<uint64_t>(n);
+    return store_->Fits({k * hot_pairs_, k * warm_pairs_, k * cold_pairs_});
+  };
+  int64_t lo = 0, hi = 1;  // fits(lo); hi: the first count found not to fit
+  while (fits(hi) && hi < (int64_t{1} << 40)) {
+    lo = hi;
+    hi *= 2;
   }
-  return free;
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
 }
 
 uint64_t GpuSequence::bytes() const {
-  uint64_t slots = 0;
-  for (const auto& list : pages_) slots += list.size();
-  return slots * model_->pair_bytes_ + tail_k_.bytes() + tail_v_.bytes();
+  uint64_t pages = 0;
+  for (const auto& list : pages_) pages += list.size();
+  return pages * model_->pair_bytes_ + tail_k_.bytes() + tail_v_.bytes();
 }
 
 StatusOr<std::unique_ptr<GpuSequence>> GpuModel::NewSequence() {
   std::unique_ptr<GpuSequence> seq(new GpuSequence(this));
-  seq->serial_ = next_serial_++;
   seq->pages_.resize(warm_heads_.size());
-  seq->cold_ids_.resize(warm_heads_.size());
   const size_t tail_bytes = warm_heads_.size() * kPage * hp_.head_dim * sizeof(float);
   TQ_ASSIGN_OR_RETURN(seq->tail_k_, DeviceBuffer::Allocate(tail_bytes));
   TQ_ASSIGN_OR_RETURN(seq->tail_v_, DeviceBuffer::Allocate(tail_bytes));
@@ -260,26 +295,44 @@ StatusOr<std::unique_ptr<GpuSequence>> GpuModel::NewSequence() {
 void GpuModel::ReleaseSequence(GpuSequence& seq) {
   // Kernels of the last pass may still read the pages: let them finish before the slots are reused.
   (void)cudaStreamSynchronize(stream_.get());
-  for (size_t i = 0; i < seq.pages_.size(); ++i) {
-    for (uint8_t* slot : seq.pages_[i]) FreeSlot(static_cast<int>(i), slot);
-    seq.pages_[i].clear();
-    if (cold_) cold_->Erase(seq.cold_ids_[i]);
-    seq.cold_ids_[i].clear();
+  for (auto& list : seq.pages_) {
+    for (const GpuSequence::Page& p : list) store_->Release(p.id);
+    list.clear();
   }
   seq.n_tokens_ = 0;
 }
 
-StatusOr<uint8_t*> GpuModel::AllocateSlot(int pair_index) {
-  if (warm_heads_[pair_index]) return warm_->host().Allocate(pair_bytes_);
-  return pool_.Allocate(pair_bytes_);
+engine::PrecisionClass GpuModel::ClassOf(int i) const {
+  if (cold_heads_[i]) return engine::PrecisionClass::kSparse;
+  return warm_heads_[i] ? engine::PrecisionClass::kActive : engine::PrecisionClass::kHot;
 }
 
-void GpuModel::FreeSlot(int pair_index, uint8_t* slot) {
-  if (warm_heads_[pair_index]) {
-    warm_->host().Free(slot);
-  } else {
-    pool_.Free(slot);
+engine::PageInfo GpuModel::InfoOf(const GpuSequence& seq, int i, int p) const {
+  engine::PageInfo info;
+  info.layer = i / hp_.n_kv_heads;
+  info.kv_head = i % hp_.n_kv_heads;
+  info.sequence = seq.id_;
+  info.stream = engine::StreamOf(seq.id_, info.layer, info.kv_head);
+  info.k = k_codec_->format();
+  info.v = v_codec_->format();
+  info.page_index = p;
+  return info;
+}
+
+Status GpuModel::AllocatePages(const GpuSequence& seq, int i, int n, std::vector<GpuSequence::Page>* out) {
+  out->clear();
+  const int first = static_cast<int>(seq.pages_[i].size());
+  for (int p = 0; p < n; ++p) {
+    StatusOr<engine::KvPageStore::Allocated> a =
+        store_->Allocate(ClassOf(i), static_cast<uint32_t>(pair_bytes_), InfoOf(seq, i, first + p));
+    if (!a.ok()) {
+      for (const GpuSequence::Page& q : *out) store_->Release(q.id);
+      out->clear();
+      return a.status();
+    }
+    out->push_back({a->id, a->tier, a->at});
   }
+  return Status::Ok();
 }
 
 Status GpuModel::EncodePairs(const float* x_k, const float* x_v, int n_tokens, std::span<uint8_t* const> targets) {
@@ -302,44 +355,42 @@ Status GpuModel::EncodePairs(const float* x_k, const float* x_v, int n_tokens, s
   return Status::Ok();
 }
 
-Status GpuModel::CopyPairsToHost(const uint8_t* src, std::span<uint8_t* const> host_slots) {
-  size_t i = 0;
-  while (i < host_slots.size()) {
-    size_t j = i + 1;
-    while (j < host_slots.size() && host_slots[j] == host_slots[j - 1] + pair_stride_) ++j;
-    TQ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_slots[i], src + i * pair_stride_, (j - i) * pair_stride_,
-                                            cudaMemcpyDeviceToHost, stream_.get()));
-    i = j;
-  }
+Status GpuModel::CopyPairToHost(const uint8_t* src, uint8_t* host_slot) {
+  TQ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_slot, src, pair_stride_, cudaMemcpyDeviceToHost, stream_.get()));
   return Status::Ok();
 }
 
 Status GpuModel::FlushTails(GpuSequence& seq) {
   const int pairs = static_cast<int>(warm_heads_.size());
-  std::vector<uint8_t*> slots(pairs, nullptr);  // null for cold pairs
-  auto free_slots = [&] {
-    for (int j = 0; j < pairs; ++j) FreeSlot(j, slots[j]);
+  std::vector<GpuSequence::Page> fresh(pairs);  // id kNoPage for cold pairs
+  std::vector<GpuSequence::Page> one;
+  auto release = [&] {
+    for (const GpuSequence::Page& p : fresh) {
+      if (p.id != engine::kNoPage) store_->Release(p.id);
+    }
   };
   for (int i = 0; i < pairs; ++i) {
     if (cold_heads_[i]) continue;
-    StatusOr<uint8_t*> slot = AllocateSlot(i);
-    if (!slot.ok()) {
-      free_slots();
-      return slot.status();
+    if (Status s = AllocatePages(seq, i, 1, &one); !s.ok()) {
+      release();
+      return s;
     }
-    slots[i] = *slot;
+    fresh[i] = one[0];
   }
-  // Hot pairs are encoded in place; warm and cold pairs into device scratch, then copied to their pinned
-  // slots (warm) or written to disk (cold).
-  TQ_RETURN_IF_ERROR(scratch_.Reserve(pair_stride_ * pairs));
+  // Device pages are encoded in place; pinned and cold pairs into device scratch, then copied to their pinned
+  // slots (pinned) or stored through the bounce buffer (cold).
+  if (Status s = scratch_.Reserve(pair_stride_ * pairs); !s.ok()) {
+    release();
+    return s;
+  }
   std::vector<uint8_t*> targets(pairs);
   for (int i = 0; i < pairs; ++i) {
-    const bool staged = warm_heads_[i] || cold_heads_[i];
-    targets[i] = staged ? scratch_.as<uint8_t>() + static_cast<size_t>(i) * pair_stride_ : slots[i];
+    const bool in_place = !cold_heads_[i] && fresh[i].tier == engine::KvTier::kHot;
+    targets[i] = in_place ? fresh[i].at : scratch_.as<uint8_t>() + static_cast<size_t>(i) * pair_stride_;
   }
   Status s = EncodePairs(seq.tail_k_.as<float>(), seq.tail_v_.as<float>(), kPage, targets);
   for (int i = 0; s.ok() && i < pairs; ++i) {
-    if (warm_heads_[i]) s = CopyPairsToHost(targets[i], std::span<uint8_t* const>(&slots[i], 1));
+    if (!cold_heads_[i] && fresh[i].tier != engine::KvTier::kHot) s = CopyPairToHost(targets[i], fresh[i].at);
   }
   std::vector<int> cold_list;
   std::vector<const uint8_t*> cold_src;
@@ -351,11 +402,11 @@ Status GpuModel::FlushTails(GpuSequence& seq) {
   if (s.ok() && !cold_list.empty()) s = WriteColdPages(seq, cold_list, cold_src, 1);  // last: all or nothing
   if (!s.ok()) {
     TQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-    free_slots();
+    release();
     return s;
   }
   for (int i = 0; i < pairs; ++i) {
-    if (!cold_heads_[i]) seq.pages_[i].push_back(slots[i]);
+    if (!cold_heads_[i]) seq.pages_[i].push_back(fresh[i]);
   }
   return Status::Ok();
 }
@@ -370,60 +421,80 @@ Status GpuModel::WriteColdPages(GpuSequence& seq, std::span<const int> pair_list
         cudaMemcpyAsync(bounce + k * per_pair, srcs[k], per_pair, cudaMemcpyDeviceToHost, stream_.get()));
   }
   TQ_RETURN_IF_ERROR(stream_.Synchronize());
-  std::vector<ColdPages::Put> puts;
-  const uint64_t pairs = warm_heads_.size();
+  // The store copies each page (its cold tier writes it behind its record; a full disk falls back to the pools).
+  std::vector<std::vector<GpuSequence::Page>> stored(pair_list.size());
   for (size_t k = 0; k < pair_list.size(); ++k) {
+    const int i = pair_list[k];
+    const int first = static_cast<int>(seq.pages_[i].size());
     for (int p = 0; p < n; ++p) {
-      const auto* bytes = reinterpret_cast<const std::byte*>(bounce + k * per_pair + p * pair_stride_);
-      puts.push_back({std::span<const std::byte>(bytes, pair_bytes_), seq.serial_ * pairs + pair_list[k]});
+      const uint8_t* bytes = bounce + k * per_pair + static_cast<size_t>(p) * pair_stride_;
+      StatusOr<engine::PageId> id = store_->Store(engine::PrecisionClass::kSparse,
+                                                  std::span<const uint8_t>(bytes, pair_bytes_),
+                                                  InfoOf(seq, i, first + p));
+      if (!id.ok()) {
+        for (const auto& list : stored) {
+          for (const GpuSequence::Page& q : list) store_->Release(q.id);
+        }
+        return id.status();
+      }
+      const engine::KvTier tier = store_->TierOf(*id).value_or(engine::KvTier::kCold);
+      stored[k].push_back({*id, tier, const_cast<uint8_t*>(store_->Address(*id))});
     }
   }
-  TQ_ASSIGN_OR_RETURN(std::vector<uint64_t> ids, cold_->Write(puts));
   for (size_t k = 0; k < pair_list.size(); ++k) {
-    std::vector<uint64_t>& list = seq.cold_ids_[pair_list[k]];
-    list.insert(list.end(), ids.begin() + k * n, ids.begin() + (k + 1) * n);
+    std::vector<GpuSequence::Page>& list = seq.pages_[pair_list[k]];
+    list.insert(list.end(), stored[k].begin(), stored[k].end());
   }
   return Status::Ok();
 }
 
-size_t GpuModel::PairPages(const GpuSequence& seq, int i) const {
-  return cold_heads_[i] ? seq.cold_ids_[i].size() : seq.pages_[i].size();
-}
-
 Status GpuModel::StartColdReads(const GpuSequence& seq, int l) {
-  if (!cold_) return Status::Ok();
-  const int set = l % 2;
-  // The copy out of this read set (layer l - 2's pages) must be done before the reads overwrite it.
-  TQ_RETURN_IF_ERROR(warm_->SyncStaged(set));
-  std::vector<uint64_t> ids;
-  std::vector<uint8_t*> dests;
-  uint8_t* base = cold_read_[set].as<uint8_t>();
+  if (!store_->has_cold_tier()) return Status::Ok();
+  std::vector<engine::PageId>& ids = cold_ids_;
+  ids.clear();
   for (int h = 0; h < hp_.n_kv_heads; ++h) {
-    const int i = l * hp_.n_kv_heads + h;
-    if (!cold_heads_[i]) continue;
-    for (uint64_t id : seq.cold_ids_[i]) {
-      ids.push_back(id);
-      dests.push_back(base + dests.size() * pair_stride_);
+    for (const GpuSequence::Page& p : seq.pages_[l * hp_.n_kv_heads + h]) {
+      if (p.tier == engine::KvTier::kCold) ids.push_back(p.id);
     }
   }
-  if (ids.empty()) return Status::Ok();
-  return cold_->StartReads(set, ids, dests, pair_bytes_);
+  if (!ids.empty()) store_->Prefetch(ids);
+  return Status::Ok();
 }
 
 Status GpuModel::StageLayer(const GpuSequence& seq, int l) {
   const int set = l % 2;
-  if (cold_) TQ_RETURN_IF_ERROR(cold_->FinishReads(set));
+  std::vector<engine::PageId>& ids = cold_ids_;
+  ids.clear();
+  for (int h = 0; h < hp_.n_kv_heads; ++h) {
+    for (const GpuSequence::Page& p : seq.pages_[l * hp_.n_kv_heads + h]) {
+      if (p.tier == engine::KvTier::kCold) ids.push_back(p.id);
+    }
+  }
+  uint8_t* cold_at = nullptr;
+  if (!ids.empty()) {
+    if (ids.size() * pair_stride_ > cold_read_[set].bytes()) {
+      return ResourceExhaustedError("GpuModel: " + std::to_string(ids.size()) + " cold pages exceed the read set");
+    }
+    // The copy out of this read set (layer l - 2's pages) must be done before it is overwritten.
+    TQ_RETURN_IF_ERROR(warm_->SyncStaged(set));
+    cold_pins_.assign(ids.size(), engine::PinnedPage{});
+    Status pinned = store_->PinMany(ids, cold_pins_);
+    cold_at = cold_read_[set].as<uint8_t>();
+    for (size_t k = 0; pinned.ok() && k < ids.size(); ++k) {
+      std::memcpy(cold_at + k * pair_stride_, cold_pins_[k].data, pair_bytes_);
+    }
+    cold_pins_.clear();  // the cache may evict them again
+    TQ_RETURN_IF_ERROR(pinned);
+  }
   std::vector<StagedPage>& staged = staged_[set];
   staged.clear();
-  const uint8_t* cold_at =
-      cold_ ? cold_read_[set].as<uint8_t>() : nullptr;  // read in the same (head, page) order
   for (int h = 0; h < hp_.n_kv_heads; ++h) {
-    const int i = l * hp_.n_kv_heads + h;
-    if (warm_heads_[i]) {
-      for (uint8_t* slot : seq.pages_[i]) staged.push_back(StagedPage{slot, nullptr});
-    } else if (cold_heads_[i]) {
-      for (size_t p = 0; p < seq.cold_ids_[i].size(); ++p, cold_at += pair_stride_) {
-        staged.push_back(StagedPage{cold_at, nullptr});
+    for (const GpuSequence::Page& p : seq.pages_[l * hp_.n_kv_heads + h]) {
+      if (p.tier == engine::KvTier::kWarm) {
+        staged.push_back(StagedPage{p.at, nullptr});
+      } else if (p.tier == engine::KvTier::kCold) {
+        staged.push_back(StagedPage{cold_at, nullptr});  // read in the same (head, page) order
+        cold_at += pair_stride_;
       }
     }
   }
@@ -485,11 +556,8 @@ Status GpuModel::ForwardChunk(GpuSequence& seq, std::span<const int32_t> tokens,
   float* attn = attn_.as<float>();
   TQ_RETURN_IF_ERROR(EmbedRows(Halfs(token_embd_), E, d_tokens, n, x, st));
 
+  const bool cold = store_->has_cold_tier();
   if (warm_) {
-    if (cold_) {  // reads a failed pass left in flight land before the sets are used again
-      (void)cold_->FinishReads(0);
-      (void)cold_->FinishReads(1);
-    }
     TQ_RETURN_IF_ERROR(warm_->BeginPass(st));
     TQ_RETURN_IF_ERROR(StartColdReads(seq, 0));
     TQ_RETURN_IF_ERROR(StageLayer(seq, 0));
@@ -503,7 +571,7 @@ Status GpuModel::ForwardChunk(GpuSequence& seq, std::span<const int32_t> tokens,
     // first and the copy is queued once they landed, after this layer's work is queued.
     const bool next = warm_ && l + 1 < hp.n_layers;
     if (next) TQ_RETURN_IF_ERROR(StartColdReads(seq, l + 1));
-    if (next && !cold_) TQ_RETURN_IF_ERROR(StageLayer(seq, l + 1));
+    if (next && !cold) TQ_RETURN_IF_ERROR(StageLayer(seq, l + 1));
     TQ_RETURN_IF_ERROR(RmsNorm(x, Floats(L.attn_norm), n, E, hp.rms_eps, xn, st));
     TQ_RETURN_IF_ERROR(MatMulF16(Halfs(L.wqkv), qkv_dim_, E, xn, E, n, qkv, qkv_dim_, false, st));
     if (L.bqkv.get() != nullptr) TQ_RETURN_IF_ERROR(AddBias(qkv, qkv_dim_, Floats(L.bqkv), qkv_dim_, n, st));
@@ -515,17 +583,15 @@ Status GpuModel::ForwardChunk(GpuSequence& seq, std::span<const int32_t> tokens,
     TQ_RETURN_IF_ERROR(ScatterKv(qkv + q_dim_, qkv + q_dim_ + kv_dim_, qkv_dim_, n, H, D, tail_k, tail_v,
                                  head_stride, slot0, st));
 
-    // Page table: each head's pages in order; warm heads read their staged copies.
+    // Page table: each head's pages in order; device pages where they lie, the others' staged copies.
     pages.clear();
     std::vector<int32_t> first(H);
     size_t staged_at = 0;
     for (int h = 0; h < H; ++h) {
       const int i = l * H + h;
       first[h] = static_cast<int32_t>(pages.size());
-      const size_t n_pages = PairPages(seq, i);
-      for (size_t p = 0; p < n_pages; ++p) {
-        const uint8_t* base =
-            warm_heads_[i] || cold_heads_[i] ? staged_[l % 2][staged_at++].device : seq.pages_[i][p];
+      for (const GpuSequence::Page& p : seq.pages_[i]) {
+        const uint8_t* base = p.tier == engine::KvTier::kHot ? p.at : staged_[l % 2][staged_at++].device;
         pages.push_back(GpuPage{base, base + v_offset_, k_index_, v_index_, kPage});
       }
     }
@@ -556,7 +622,7 @@ Status GpuModel::ForwardChunk(GpuSequence& seq, std::span<const int32_t> tokens,
     TQ_RETURN_IF_ERROR(MatMulF16(Halfs(L.wgu), 2 * hp.n_ff, E, xn, E, n, gu_.as<float>(), 2 * hp.n_ff, false, st));
     TQ_RETURN_IF_ERROR(SwiGlu(gu_.as<float>(), hp.n_ff, n, h_.as<float>(), st));
     TQ_RETURN_IF_ERROR(MatMulF16(Halfs(L.wdown), E, hp.n_ff, h_.as<float>(), hp.n_ff, n, x, E, true, st));
-    if (next && cold_) TQ_RETURN_IF_ERROR(StageLayer(seq, l + 1));  // waits for the reads while the GPU works
+    if (next && cold) TQ_RETURN_IF_ERROR(StageLayer(seq, l + 1));  // waits for the reads while the GPU works
   }
   if (want_logits) {
     const float* last = x + int64_t{n - 1} * E;
@@ -599,26 +665,27 @@ Status GpuModel::FillSynthetic(GpuSequence& seq, int n_tokens, uint64_t seed) {
     TQ_ASSIGN_OR_RETURN(rows_v, DeviceBuffer::Allocate(page_floats * n_pages * sizeof(float)));
     TQ_RETURN_IF_ERROR(scratch_.Reserve(pair_stride_ * n_pages));
   }
-  std::vector<uint8_t*> slots(n_pages), targets(n_pages);
+  std::vector<uint8_t*> targets(n_pages);
+  std::vector<GpuSequence::Page> fresh;
   for (int i = 0; i < pairs && n_pages > 0; ++i) {
-    const bool cold = cold_heads_[i], staged = cold || warm_heads_[i];
-    for (int p = 0; p < n_pages && !cold; ++p) {
-      StatusOr<uint8_t*> slot = AllocateSlot(i);
-      if (!slot.ok()) {
-        for (int q = 0; q < p; ++q) FreeSlot(i, slots[q]);
+    const bool cold = cold_heads_[i];
+    if (!cold) {
+      if (Status s = AllocatePages(seq, i, n_pages, &fresh); !s.ok()) {
         ReleaseSequence(seq);
-        return slot.status();
+        return s;
       }
-      slots[p] = *slot;
+      seq.pages_[i] = fresh;  // owned by the sequence from here (freed with it on an error below)
     }
     for (int p = 0; p < n_pages; ++p) {
-      targets[p] = staged ? scratch_.as<uint8_t>() + static_cast<size_t>(p) * pair_stride_ : slots[p];
+      const bool in_place = !cold && fresh[p].tier == engine::KvTier::kHot;
+      targets[p] = in_place ? fresh[p].at : scratch_.as<uint8_t>() + static_cast<size_t>(p) * pair_stride_;
     }
-    if (!cold) seq.pages_[i] = slots;  // owned by the sequence from here (freed with it on an error below)
     TQ_RETURN_IF_ERROR(RandomNormal(rows_k.as<float>(), page_floats * n_pages, Mix(seed, i, 0), 1.0f, st));
     TQ_RETURN_IF_ERROR(RandomNormal(rows_v.as<float>(), page_floats * n_pages, Mix(seed, i, 1), 1.0f, st));
     TQ_RETURN_IF_ERROR(EncodePairs(rows_k.as<float>(), rows_v.as<float>(), kPage, targets));
-    if (warm_heads_[i]) TQ_RETURN_IF_ERROR(CopyPairsToHost(scratch_.as<uint8_t>(), slots));
+    for (int p = 0; !cold && p < n_pages; ++p) {
+      if (fresh[p].tier != engine::KvTier::kHot) TQ_RETURN_IF_ERROR(CopyPairToHost(targets[p], fresh[p].at));
+    }
     if (cold) {
       const int list[1] = {i};
       const uint8_t* src[1] = {scratch_.as<uint8_t>()};

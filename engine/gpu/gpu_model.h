@@ -4,16 +4,21 @@
 //
 // Weights: every matrix dequantized on the host (kernels::DecodeRow) to fp16 and uploaded once (plain
 // cudaMalloc): q, k, v stacked as one [q_dim + 2 kv_dim][n_embd] matrix, gate and up as one [2 n_ff][n_embd];
-// norms and biases in f32. KV of a sequence (GpuSequence): per (layer, KV head) a list of full pages of
-// kPageTokens tokens, each a page pair (K page then V page, in options.k_format / v_format) in one slot of
-// the device pool (hot) or, for the heads options.warm_heads_fraction selects, of the pinned host pool (warm;
-// staged into device memory a layer ahead of attention on the warm tier's copy stream), or, for the heads
-// options.cold_heads_fraction selects, on disk (cold: a ColdPages store in options.cold.cold_dir; a layer's
-// cold pairs are read into pinned staging buffers while the previous layer computes, then copied to the
-// device with the warm ones). The newest, partial page stays f32 on the device: tails
-// [n_layers][n_kv_heads][kPageTokens][head_dim] for K and V; when it fills it is encoded (EncodePages) into
-// new page pairs. Everything runs on the model's stream; Forward returns after the stream finished (logits on
-// the host). Not thread-safe: one Forward or FillSynthetic at a time.
+// norms and biases in f32.
+//
+// KV: full pages of kPageTokens tokens, each a page pair (K page, then V page at SlotStride(K page bytes), in
+// options.k_format / v_format) of one (sequence, layer, KV head), are pages of the shared page store
+// (engine/kv/page_store.h) with the GPU machine's tiers: hot = a device pool (HBM, SlabPageTier over
+// DeviceMemory), warm = a pinned host pool, cold = the cold tier on disk (ColdPageTier in options.cold.cold_dir).
+// A pair's class picks its home: HOT for most pairs, ACTIVE for those options.warm_heads_fraction selects,
+// SPARSE for those options.cold_heads_fraction selects; the store falls back as it does for the CPU. Device pages
+// are read by attention where they lie; pinned and cold pages of a layer are staged into device memory a layer
+// ahead on the warm tier's copy stream (cold ones read through the cold cache into pinned read sets first). The
+// newest, partial page stays f32 on the device: tails [n_layers][n_kv_heads][kPageTokens][head_dim] for K and V;
+// when it fills it is encoded (EncodePages) into new page pairs: in place for device pages, through device
+// scratch and a copy for pinned ones, through a pinned bounce buffer and the store for cold ones. Everything runs
+// on the model's stream; Forward returns after the stream finished (logits on the host). Not thread-safe: one
+// Forward or FillSynthetic at a time.
 #pragma once
 
 #include <cstdint>
@@ -23,9 +28,9 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/gpu/cold_pages.h"
 #include "engine/gpu/device_pool.h"
 #include "engine/gpu/model_options.h"
+#include "engine/kv/page_store.h"
 #include "engine/llm/model.h"
 #include "kernels/cuda/kv_codecs.h"
 #include "kernels/cuda/kv_kernels.h"
@@ -46,22 +51,26 @@ class GpuSequence {
 
   int n_tokens() const { return n_tokens_; }  // positions [0, n_tokens) hold KV
   int full_pages() const { return n_tokens_ / kernels::kPageTokens; }
-  // Bytes it holds: page-pair slots (hot and warm) and the f32 tails.
+  // Bytes it holds: page pairs (in any tier) and the f32 tails.
   uint64_t bytes() const;
+  engine::SequenceId id() const { return id_; }
 
  private:
   friend class GpuModel;
-  explicit GpuSequence(GpuModel* model) : model_(model) {}
+  explicit GpuSequence(GpuModel* model) : model_(model), id_(engine::NextSequenceId()) {}
+
+  // One page pair in the store and where the GPU finds it.
+  struct Page {
+    engine::PageId id{};
+    engine::KvTier tier = engine::KvTier::kHot;  // hot: device memory; warm: pinned host memory; cold: disk
+    uint8_t* at = nullptr;                       // hot: its device address; warm: its pinned host address
+  };
 
   GpuModel* model_;
-  uint64_t serial_ = 0;  // names its cold streams
+  engine::SequenceId id_;  // names its pages' disk streams
   int n_tokens_ = 0;
-  // [n_layers * n_kv_heads] page-pair slots in position order (device pool slots for hot heads, pinned host slots
-  // for warm heads); every list holds full_pages() slots.
-  std::vector<std::vector<uint8_t*>> pages_;
-  // [n_layers * n_kv_heads] ids of the cold pairs' pages in the ColdPages store, in position order (empty for
-  // hot and warm pairs).
-  std::vector<std::vector<uint64_t>> cold_ids_;
+  // [n_layers * n_kv_heads] page pairs in position order; every list holds full_pages() pages.
+  std::vector<std::vector<Page>> pages_;
   DeviceBuffer tail_k_, tail_v_;  // [n_layers][n_kv_heads][kPageTokens][head_dim] f32; rows [0, n_tokens % 128)
 };
 
@@ -95,15 +104,18 @@ class GpuModel {
   double kv_bytes_per_token() const;
   // Of that, the part in device memory (hot heads only; warm and cold pages are staged per layer).
   double hot_kv_bytes_per_token() const;
-  const SlabPool& pool() const { return pool_; }
-  // Full pages per (layer, KV head) the pools can still take: every pair gets one page when a sequence's tail
+  // The page store that holds every sequence's page pairs (its hot tier in device memory).
+  const engine::KvPageStore& store() const { return *store_; }
+  // Bytes of page slots in the device and pinned pools, and of those in use.
+  uint64_t kv_capacity_bytes() const;
+  uint64_t kv_used_bytes() const;
+  // Full pages per (layer, KV head) the tiers can still take: every pair gets one page when a sequence's tail
   // fills, so this many more pages fit for each of them.
   int64_t free_pages() const;
   int64_t pool_pages() const { return pool_pages_; }  // pages per (layer, KV head) the pools hold
   const WarmTier* warm() const { return warm_.get(); }
   bool is_warm(int layer, int kv_head) const { return warm_heads_[layer * hp_.n_kv_heads + kv_head]; }
   bool is_cold(int layer, int kv_head) const { return cold_heads_[layer * hp_.n_kv_heads + kv_head]; }
-  const ColdPages* cold() const { return cold_.get(); }
   // Milliseconds of the attention calls of the last Forward (sum over layers and chunks); 0 unless
   // options.time_attention.
   float last_attention_ms() const { return last_attention_ms_; }
@@ -125,28 +137,28 @@ class GpuModel {
   // One chunk: rows within one page (first_pos / 128 == (first_pos + n - 1) / 128), n <= kPageTokens.
   Status ForwardChunk(GpuSequence& seq, std::span<const int32_t> tokens, int first_pos, bool want_logits,
                       std::vector<float>* logits);
-  // Starts reading layer l's cold pages of seq into pinned read set l % 2 (after the copy out of it of layer
-  // l - 2 finished).
+  // Starts reading layer l's cold pages of seq into the cold cache.
   Status StartColdReads(const GpuSequence& seq, int l);
-  // Stages layer l's warm and cold pages of seq into staging set l % 2, in (head, page) order (waits for the
-  // cold reads first).
+  // Stages layer l's pinned and cold pages of seq into staging set l % 2, in (head, page) order; cold pages are
+  // first copied from the cold cache into pinned read set l % 2 (waiting for their reads).
   Status StageLayer(const GpuSequence& seq, int l);
-  // Page pairs pair `i` of seq holds (slots or cold ids).
-  size_t PairPages(const GpuSequence& seq, int i) const;
-  // For each cold pair pair_list[k] of seq: writes the n encoded page pairs at device srcs[k] (pair_stride_
-  // apart) to disk through the pinned bounce buffer and appends their ids. All or nothing.
-  Status WriteColdPages(GpuSequence& seq, std::span<const int> pair_list,
-                        std::span<const uint8_t* const> srcs, int n);
+  size_t PairPages(const GpuSequence& seq, int i) const { return seq.pages_[i].size(); }
+  // The class of pair i (HOT, ACTIVE for warm heads, SPARSE for cold heads) and what its page p records.
+  engine::PrecisionClass ClassOf(int i) const;
+  engine::PageInfo InfoOf(const GpuSequence& seq, int i, int p) const;
+  // For each cold pair pair_list[k]: stores the n encoded page pairs at device srcs[k] (pair_stride_ apart)
+  // through the pinned bounce buffer and appends them to seq. All or nothing.
+  Status WriteColdPages(GpuSequence& seq, std::span<const int> pair_list, std::span<const uint8_t* const> srcs,
+                        int n);
   // Encodes the full tails of seq (all layers) into new page pairs and appends them.
   Status FlushTails(GpuSequence& seq);
-  // Allocates one page-pair slot for (layer, head): a device pool slot (hot) or a pinned host slot (warm).
-  StatusOr<uint8_t*> AllocateSlot(int pair_index);
-  void FreeSlot(int pair_index, uint8_t* slot);
+  // Allocates n pages of pair i in the store (device or pinned slots); on an error none stays allocated.
+  Status AllocatePages(const GpuSequence& seq, int i, int n, std::vector<GpuSequence::Page>* out);
   // Encodes n_pages pages of K rows (x_k) and of V rows (x_v), each [n_pages][128][head_dim] f32 with n_tokens
   // valid rows per page, into the page pairs `targets` (device memory).
   Status EncodePairs(const float* x_k, const float* x_v, int n_tokens, std::span<uint8_t* const> targets);
-  // Copies encoded pairs from device `src` (contiguous, pair_stride_ apart) to pinned slots on the stream.
-  Status CopyPairsToHost(const uint8_t* src, std::span<uint8_t* const> host_slots);
+  // Copies the encoded pair at device `src` to its pinned slot on the stream.
+  Status CopyPairToHost(const uint8_t* src, uint8_t* host_slot);
   void ReleaseSequence(GpuSequence& seq);
   friend class GpuSequence;
 
@@ -177,14 +189,15 @@ class GpuModel {
   size_t pair_stride_ = 0;          // SlotStride(pair_bytes_)
   std::vector<bool> warm_heads_;    // [n_layers * n_kv_heads]
   std::vector<bool> cold_heads_;    // [n_layers * n_kv_heads]; never warm too
-  SlabPool pool_;
-  std::unique_ptr<WarmTier> warm_;
-  std::vector<StagedPage> staged_[2];  // the warm and cold pages in each staging set, in (head, page) order
-  PinnedBuffer cold_read_[2];          // read sets: one layer's cold pairs' pages, pair_stride_ apart
-  PinnedBuffer cold_bounce_;           // encoded cold pairs on their way to disk
-  // Null without cold pairs. Declared after its buffers: destroyed first, it finishes reads still in flight
-  // into them.
-  std::unique_ptr<ColdPages> cold_;
+  std::unique_ptr<WarmTier> warm_;     // staging sets and copy stream; null with only hot pairs
+  std::vector<StagedPage> staged_[2];  // the pinned and cold pages in each staging set, in (head, page) order
+  PinnedBuffer cold_read_[2];          // read sets: one layer's cold pages, pair_stride_ apart
+  PinnedBuffer cold_bounce_;           // encoded cold pairs on their way to the store
+  std::vector<engine::PageId> cold_ids_;        // StageLayer's scratch
+  std::vector<engine::PinnedPage> cold_pins_;   // StageLayer's scratch
+  // The page store over the device pool, the pinned pool and the cold tier. Declared after the buffers above and
+  // destroyed before them.
+  std::unique_ptr<engine::KvPageStore> store_;
 
   // Per-pass buffers (rows <= kPageTokens).
   Stream stream_;

@@ -19,7 +19,8 @@ struct GpuModelOptions {
   // Fraction of the (layer, KV head) pairs whose full pages live in the warm tier (spread evenly), in [0, 1].
   double warm_heads_fraction = 0.0;
   // Fraction of the pairs whose full pages live on disk (spread evenly; a pair both fractions pick is cold),
-  // in [0, 1]; needs cold.cold_dir. cold.max_page_bytes is set by the model (one page pair per payload).
+  // in [0, 1]; needs cold.cold_dir. Of `cold`, the directory, capacity_bytes, direct_io and io are used (the
+  // page store's cold tier, engine/kv/cold_page_tier.h).
   double cold_heads_fraction = 0.0;
   storage::ColdStoreOptions cold;
   // Record events around each layer's attention call (GpuModel::last_attention_ms()).

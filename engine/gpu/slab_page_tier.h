@@ -41,7 +41,7 @@ class SlabPageTier final : public engine::PageTier {
   std::string Describe() const override;
 
   // Where the page's bytes lie in the tier's memory (a device address for the hot tier); null when absent.
-  const uint8_t* Address(engine::PageId id) const;
+  const uint8_t* Address(engine::PageId id) const override;
   const SlabPool& pool() const { return pool_; }
 
  private:

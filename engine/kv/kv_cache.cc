@@ -21,11 +21,6 @@ using kernels::KvFormat;
 
 constexpr int kPage = kernels::kPageTokens;
 
-SequenceId NextSequenceId() {
-  static std::atomic<uint64_t> next{1};
-  return SequenceId{next.fetch_add(1, std::memory_order_relaxed)};
-}
-
 }  // namespace
 SequenceKv::SequenceKv(std::shared_ptr<const KvLayout> layout, int n_ctx, KvPageStore* store)
     : layout_(std::move(layout)),

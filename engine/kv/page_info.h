@@ -2,6 +2,7 @@
 // the types the page store, its tiers and the page record share.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <new>
@@ -21,6 +22,11 @@ inline constexpr PageId kNoPage{};
 // A sequence's id (SequenceKv::id): unique in the process, never 0. Its pages' disk stream is derived from it.
 enum class SequenceId : uint64_t {};
 inline constexpr uint64_t Raw(SequenceId id) { return static_cast<uint64_t>(id); }
+// A new SequenceId (any thread): the CPU's SequenceKv and the GPU path's sequences take theirs from one counter.
+inline SequenceId NextSequenceId() {
+  static std::atomic<uint64_t> next{1};
+  return SequenceId{next.fetch_add(1, std::memory_order_relaxed)};
+}
 // The disk stream of one (sequence, layer, KV head): pages of one stream lie next to each other in the cold tier.
 // Layers < 2^20, KV heads < 2^12.
 inline constexpr uint64_t StreamOf(SequenceId seq, int layer, int kv_head) {

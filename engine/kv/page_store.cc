@@ -381,6 +381,11 @@ const uint8_t* KvPageStore::RamBytes(PageId id) const {
   return it == pages_.end() ? nullptr : it->second.ram;
 }
 
+const uint8_t* KvPageStore::Address(PageId id) const {
+  auto it = pages_.find(id);
+  return it == pages_.end() ? nullptr : tier(it->second.tier)->Address(id);
+}
+
 std::optional<KvTier> KvPageStore::TierOf(PageId id) const {
   auto it = pages_.find(id);
   if (it == pages_.end()) return std::nullopt;

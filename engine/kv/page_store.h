@@ -125,6 +125,9 @@ class KvPageStore {
   Status PinMany(std::span<const PageId> ids, std::span<PinnedPage> out) const;
   // The page's bytes when it lives in a RAM tier (stable until Release), else null (cold: use Pin).
   const uint8_t* RamBytes(PageId id) const;
+  // Where the page lies in its tier's memory (PageTier::Address: a device address in a GPU device pool); null
+  // when absent or on disk.
+  const uint8_t* Address(PageId id) const;
   // The tier holding the page; nullopt when absent.
   std::optional<KvTier> TierOf(PageId id) const;
 

@@ -65,6 +65,12 @@ class PageTier {
     (void)id, (void)length, (void)cls, (void)info;
     return UnimplementedError("KV " + std::string(KvTierName(kind())) + " tier: pages are written from bytes");
   }
+  // Where the page lies in the tier's memory (a device address in a device pool); null when absent or not
+  // addressable (the cold tier).
+  virtual const uint8_t* Address(PageId id) const {
+    (void)id;
+    return nullptr;
+  }
   // Drops the page (an unknown id is ignored).
   virtual void Free(PageId id) = 0;
   // Blocks until every write returned so far is done (on disk for the cold tier).

@@ -36,6 +36,11 @@ StatusOr<PageTier::Slot> RamPageTier::Allocate(PageId id, uint32_t length, Preci
   return Slot{at, at};
 }
 
+const uint8_t* RamPageTier::Address(PageId id) const {
+  auto bytes = ram_->Peek(Raw(id));
+  return bytes ? reinterpret_cast<const uint8_t*>(bytes->data()) : nullptr;
+}
+
 void RamPageTier::Free(PageId id) { ram_->Erase(Raw(id)).IgnoreError(); }
 
 Status RamPageTier::Pin(std::span<const PinRef> pages, std::span<PinnedPage> out) {

@@ -25,6 +25,7 @@ class RamPageTier final : public PageTier {
   StatusOr<const uint8_t*> Write(PageId id, std::span<const uint8_t> bytes, PrecisionClass cls,
                                  const PageInfo& info) override;
   StatusOr<Slot> Allocate(PageId id, uint32_t length, PrecisionClass cls, const PageInfo& info) override;
+  const uint8_t* Address(PageId id) const override;
   void Free(PageId id) override;
   Status Pin(std::span<const PinRef> pages, std::span<PinnedPage> out) override;
   storage::TierStatsSnapshot io() const override { return ram_->stats().Snapshot(); }

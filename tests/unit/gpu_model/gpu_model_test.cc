@@ -202,7 +202,8 @@ TEST_F(GpuModelTest, Tq4FollowsF16PastPageBoundaries) {
 
   // The pages and the tail: 316 tokens ran, so 2 full pages per (layer, KV head) were encoded.
   const engine::HParams& hp = cpu_->hparams();
-  EXPECT_EQ(f16->pool().used_slots(), 0);  // the sequences are gone
+  EXPECT_EQ(f16->store().Stats().tiers[0].pages, 0u);  // the sequences are gone
+  EXPECT_EQ(f16->kv_used_bytes(), 0u);
   EXPECT_GT(f16->kv_bytes_per_token(), tq4->kv_bytes_per_token() * 3);
   auto codec = kernels::KvCodec::Create(kernels::KvFormat::kF16, hp.head_dim);
   ASSERT_TRUE(codec.ok());
@@ -238,11 +239,12 @@ TEST(GpuPoolTest, AllocateToBudgetFreeReuseAndStage) {
     EXPECT_EQ(*again, freed);
   }
 
-  auto tier = WarmTier::Create(4 * 4096, 3 * 4096);
+  auto tier = WarmTier::Create(3 * 4096);
   ASSERT_TRUE(tier.ok()) << tier.status().ToString();
-  ASSERT_TRUE(tier->host().AddSlab(4096, 4).ok());
+  SlabPool pinned(PinnedHostMemory(), 4 * 4096);
+  ASSERT_TRUE(pinned.AddSlab(4096, 4).ok());
   std::vector<uint8_t*> host;
-  for (int i = 0; i < 4; ++i) host.push_back(*tier->host().Allocate(4096));
+  for (int i = 0; i < 4; ++i) host.push_back(*pinned.Allocate(4096));
   for (int i = 0; i < 4; ++i) std::memset(host[i], 10 + i, 4096);
   auto compute = Stream::Create();
   ASSERT_TRUE(compute.ok());
@@ -327,8 +329,8 @@ TEST_F(GpuModelTest, ColdHeadsMatchHotHeads) {
   auto mixed = MakeGpu("tq4", "int8", 0.25, 0.5, dir.path() + "/mixed");
   auto all = MakeGpu("tq4", "int8", 0.0, 1.0, dir.path() + "/all");
   ASSERT_TRUE(hot && mixed && all);
-  ASSERT_NE(mixed->cold(), nullptr);
-  EXPECT_EQ(hot->cold(), nullptr);
+  ASSERT_TRUE(mixed->store().has_cold_tier());
+  EXPECT_FALSE(hot->store().has_cold_tier());
   EXPECT_EQ(all->hot_kv_bytes_per_token(), 0.0);
   int cold = 0, warm = 0;
   for (int l = 0; l < mixed->hparams().n_layers; ++l) {
@@ -350,12 +352,12 @@ TEST_F(GpuModelTest, ColdHeadsMatchHotHeads) {
     EXPECT_LE(MaxAbsDiff(lm[i], lh[i]), 1e-5f) << "step " << i;
     EXPECT_LE(MaxAbsDiff(la[i], lh[i]), 1e-5f) << "step " << i;
   }
-  EXPECT_EQ(all->cold()->store().pages(), 0u);  // Greedy's sequence is gone
+  EXPECT_EQ(all->store().Stats().tiers[2].pages, 0u);  // Greedy's sequence is gone
   // A synthetic context on disk decodes, and its pages count against the cold store.
   auto seq = all->NewSequence();
   ASSERT_TRUE(seq.ok());
   ASSERT_TRUE(all->FillSynthetic(**seq, 700, 3).ok());
-  EXPECT_EQ(all->cold()->store().pages(), 5u * all->hparams().n_layers * all->hparams().n_kv_heads);
+  EXPECT_EQ(all->store().Stats().tiers[2].pages, 5u * all->hparams().n_layers * all->hparams().n_kv_heads);
   std::vector<float> logits;
   const int32_t t = 5;
   Status s = all->Forward(**seq, {&t, 1}, (*seq)->n_tokens(), true, &logits);
@@ -373,7 +375,12 @@ TEST_F(GpuModelTest, SyntheticContextDecodes) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ((*seq)->n_tokens(), 1000);
   EXPECT_EQ((*seq)->full_pages(), 7);
-  EXPECT_GT(gpu->pool().used_slots(), 0);
+  // Half the pairs' pages in the device pool, half in the pinned pool, every one a page of the shared store.
+  const engine::KvStoreStats st = gpu->store().Stats();
+  const uint64_t pairs = uint64_t(gpu->hparams().n_layers) * gpu->hparams().n_kv_heads;
+  EXPECT_EQ(st.tiers[0].pages + st.tiers[1].pages, 7 * pairs);
+  EXPECT_GT(st.tiers[0].pages, 0u);
+  EXPECT_GT(st.tiers[1].pages, 0u);
   std::vector<float> logits;
   for (int i = 0; i < 3; ++i) {
     const int32_t t = 1 + i;
@@ -383,7 +390,7 @@ TEST_F(GpuModelTest, SyntheticContextDecodes) {
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));
   EXPECT_EQ(gpu->FillSynthetic(**seq, 10, 1).code(), StatusCode::kFailedPrecondition);
   seq->reset();
-  EXPECT_EQ(gpu->pool().used_slots(), 0);
+  EXPECT_EQ(gpu->store().Stats().tiers[0].pages + gpu->store().Stats().tiers[1].pages, 0u);
 }
 
 }  // namespace

@@ -85,6 +85,9 @@ TEST_F(GpuTiersTest, ClassesLandInDevicePinnedAndDiskTiersOfOnePageTable) {
   EXPECT_EQ(s->TierOf(*h), KvTier::kHot);
   EXPECT_EQ(s->TierOf(*a), KvTier::kWarm);
   EXPECT_EQ(s->TierOf(*c), KvTier::kCold);
+  EXPECT_EQ(s->Address(*h), hot_->Address(*h)) << "the device address the kernels read";
+  EXPECT_EQ(s->Address(*a), s->RamBytes(*a));
+  EXPECT_EQ(s->Address(*c), nullptr) << "a page on disk has no address";
   s->FlushCold();
   EXPECT_EQ(Read(*s, *h, hot.size()), hot);
   EXPECT_EQ(Read(*s, *a, active.size()), active);

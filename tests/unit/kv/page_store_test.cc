@@ -82,6 +82,10 @@ TEST_P(PageStoreTest, ClassesGoToTheirHomeTiersAndReadBack) {
   EXPECT_NE(s->RamBytes(*h), nullptr);
   EXPECT_NE(s->RamBytes(*a), nullptr);
   EXPECT_EQ(s->RamBytes(*c), nullptr);  // cold
+  EXPECT_EQ(s->Address(*h), s->RamBytes(*h));
+  EXPECT_EQ(s->Address(*c), nullptr);
+  EXPECT_EQ(s->TierOf(*a), KvTier::kWarm);
+  EXPECT_EQ(s->TierOf(PageId{999999}), std::nullopt);
   s->FlushCold();
   EXPECT_EQ(Read(*s, *h, hot.size()), hot);
   EXPECT_EQ(Read(*s, *a, active.size()), active);
