@@ -32,7 +32,9 @@ struct EncodeArgs {
 int Run(const EncodeArgs& a) {
   std::vector<kernels::KvFormat> formats;
   if (a.formats.empty()) {
-    for (const kernels::FormatInfo& info : kernels::kFormatTable) formats.push_back(info.format);
+    for (const kernels::FormatInfo& info : kernels::kFormatTable) {
+      if (kernels::IsPaged(info.format)) formats.push_back(info.format);  // f32 is plain rows, not coded
+    }
   }
   for (const std::string& name : a.formats) {
     StatusOr<kernels::KvFormat> format = kernels::FormatFromName(name);

@@ -201,7 +201,9 @@ StatusOr<SpeedReport> MeasureAttentionSpeed(const SpeedOptions& options) {
   }
   std::vector<KvFormat> formats = options.formats;
   if (formats.empty()) {
-    for (const FormatInfo& info : kFormatTable) formats.push_back(info.format);
+    for (const FormatInfo& info : kFormatTable) {
+      if (IsPaged(info.format)) formats.push_back(info.format);  // f32 is plain rows, not pages
+    }
   }
   formats.erase(std::remove(formats.begin(), formats.end(), KvFormat::kF16), formats.end());
   formats.insert(formats.begin(), KvFormat::kF16);

@@ -94,6 +94,8 @@ def quality_md(rep, plots, md):
         names = [r.get("format", r.get("name")) for r in fm[dims[0]]]
         rows = []
         for i, n in enumerate(names):
+            if any(fm[d][i].get("coded") is False for d in dims):
+                continue  # f32: plain rows, nothing coded to measure
             row = [n]
             for d in dims:
                 r = fm[d][i]
