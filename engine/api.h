@@ -48,8 +48,6 @@ struct EngineStats {
   uint64_t class_changes_total = 0;  // heads moved between ACTIVE and SPARSE by online adaptation
   std::array<int, 3> kv_class_heads{};  // (layer, KV head) pairs per precision class
   double kv_bits_per_value = 0;         // of the configured layout
-  uint64_t gpu_kv_capacity_bytes = 0;   // the GPU path's page pools (device and pinned); 0 on the CPU
-  uint64_t gpu_kv_used_bytes = 0;
 };
 
 // What the engine serves: the model's shape, its chat format and its KV configuration.

@@ -127,11 +127,6 @@ std::vector<MetricFamily> KvMetricFamilies(const engine::EngineStats& st) {
          static_cast<double>(cc.cached_bytes));
   single("tqserve_kv_cold_cache_evictions_total", "Pages evicted from the cold cache", MetricType::Counter,
          static_cast<double>(cc.evictions));
-  single("tqserve_gpu_kv_capacity_bytes",
-         "Page slots of the GPU path's pools (device and pinned); 0 on the CPU", MetricType::Gauge,
-         static_cast<double>(st.gpu_kv_capacity_bytes));
-  single("tqserve_gpu_kv_used_bytes", "Page slots of the GPU path's pools held by sequences",
-         MetricType::Gauge, static_cast<double>(st.gpu_kv_used_bytes));
   single("tqserve_kv_fallback_pages_total", "Pages placed outside their class's home tier (it was full)",
          MetricType::Counter, static_cast<double>(s.fallbacks));
   single("tqserve_kv_rehomed_pages_total", "Cold pages moved to RAM after a failed write", MetricType::Counter,

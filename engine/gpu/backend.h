@@ -2,10 +2,11 @@
 // and links the same way with and without TQ_ENABLE_CUDA: without it, Backend::Create answers Unavailable.
 //
 // The engine keeps its scheduling (admission, continuous batching, preemption, sampling); a Backend runs each
-// sequence's tokens of a step and holds their KV in the device pool (hot), pinned host memory (warm) and on
-// disk (cold).
+// sequence's tokens of a step and keeps their KV pages in its page store, the engine's store on this path: the
+// hot tier in device memory, the warm tier in pinned host memory, the cold tier on disk.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -15,6 +16,7 @@
 #include "common/status.h"
 #include "engine/gpu/model_options.h"
 #include "engine/kv/kv_cache.h"
+#include "engine/kv/page_store.h"
 #include "engine/llm/model.h"
 
 namespace tq::gpu {
@@ -40,11 +42,12 @@ class Backend {
   // at a time (the engine thread's).
   virtual Status Forward(BackendKv& kv, std::span<const int32_t> tokens, int first_pos, bool want_logits,
                          std::vector<float>* logits) = 0;
-  // Full pages per (layer, KV head) the pools can still take (a sequence gets one per pair each time its
-  // newest 128 tokens fill).
-  virtual int64_t free_pages() const = 0;
-  virtual uint64_t capacity_bytes() const = 0;  // page slots of the pools (device and pinned)
-  virtual uint64_t used_bytes() const = 0;
+  // The page store every sequence's pages are in. The engine schedules against it (Fits), reports it (stats,
+  // metrics, KV events) and may hold it past the Backend; it is used from the engine thread, as on the CPU.
+  virtual std::shared_ptr<engine::KvPageStore> store() const = 0;
+  // (layer, KV head) pairs of each precision class {HOT, ACTIVE, SPARSE}: when a sequence's newest 128 tokens
+  // fill, each pair gets one page of its class.
+  virtual std::array<uint64_t, 3> class_pairs() const = 0;
   virtual std::string Describe() const = 0;  // device, formats, pool size
 };
 

@@ -32,15 +32,8 @@ class CudaBackend final : public Backend {
     return model_->Forward(static_cast<CudaKv&>(kv).seq(), tokens, first_pos, want_logits, logits);
   }
 
-  int64_t free_pages() const override { return model_->free_pages(); }
-
-  uint64_t capacity_bytes() const override {
-    return model_->kv_capacity_bytes();
-  }
-
-  uint64_t used_bytes() const override {
-    return model_->kv_used_bytes();
-  }
+  std::shared_ptr<engine::KvPageStore> store() const override { return model_->shared_store(); }
+  std::array<uint64_t, 3> class_pairs() const override { return model_->class_pairs(); }
 
   std::string Describe() const override {
     const GpuModelOptions& o = model_->options();
@@ -48,11 +41,17 @@ class CudaBackend final : public Backend {
         "{} (sm_{}{}, {} MiB): k={} v={}, {} tokens per KV head in the pools ({} MiB), {:.0f}% of "
         "heads warm in pinned host memory, {:.0f}% cold on disk, {} MiB of fp16 weights",
         device_.name, device_.sm_major, device_.sm_minor, device_.total_bytes >> 20, o.k_format, o.v_format,
-        model_->pool_pages() * kernels::kPageTokens, capacity_bytes() >> 20, 100.0 * o.warm_heads_fraction,
+        model_->pool_pages() * kernels::kPageTokens, PoolBytes() >> 20, 100.0 * o.warm_heads_fraction,
         100.0 * o.cold_heads_fraction, model_->weight_bytes() >> 20);
   }
 
  private:
+  // Bytes of page slots in the device and pinned pools.
+  uint64_t PoolBytes() const {
+    const engine::KvStoreStats st = model_->store().Stats();
+    return st.tiers[0].slots * st.tiers[0].slot_bytes + st.tiers[1].slots * st.tiers[1].slot_bytes;
+  }
+
   std::unique_ptr<GpuModel> model_;
   DeviceInfo device_;
 };

@@ -249,34 +249,6 @@ double GpuModel::hot_kv_bytes_per_token() const {
   return static_cast<double>(hot) * static_cast<double>(k_page_bytes_ + v_page_bytes_) / kPage;
 }
 
-uint64_t GpuModel::kv_capacity_bytes() const {
-  const engine::KvStoreStats st = store_->Stats();
-  return st.tiers[0].slots * st.tiers[0].slot_bytes + st.tiers[1].slots * st.tiers[1].slot_bytes;
-}
-
-uint64_t GpuModel::kv_used_bytes() const {
-  const engine::KvStoreStats st = store_->Stats();
-  return st.tiers[0].slots_used * st.tiers[0].slot_bytes + st.tiers[1].slots_used * st.tiers[1].slot_bytes;
-}
-
-int64_t GpuModel::free_pages() const {
-  // The most n with n more pages of every pair fitting (home tiers and fallbacks), by bisection.
-  auto fits = [&](int64_t n) {
-    const uint64_t k = static_cast<uint64_t>(n);
-    return store_->Fits({k * hot_pairs_, k * warm_pairs_, k * cold_pairs_});
-  };
-  int64_t lo = 0, hi = 1;  // fits(lo); hi: the first count found not to fit
-  while (fits(hi) && hi < (int64_t{1} << 40)) {
-    lo = hi;
-    hi *= 2;
-  }
-  while (hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    (fits(mid) ? lo : hi) = mid;
-  }
-  return lo;
-}
-
 uint64_t GpuSequence::bytes() const {
   uint64_t pages = 0;
   for (const auto& list : pages_) pages += list.size();
@@ -448,28 +420,26 @@ Status GpuModel::WriteColdPages(GpuSequence& seq, std::span<const int> pair_list
   return Status::Ok();
 }
 
-Status GpuModel::StartColdReads(const GpuSequence& seq, int l) {
-  if (!store_->has_cold_tier()) return Status::Ok();
-  std::vector<engine::PageId>& ids = cold_ids_;
-  ids.clear();
+void GpuModel::ColdIds(const GpuSequence& seq, int l, std::vector<engine::PageId>* ids) const {
+  ids->clear();
   for (int h = 0; h < hp_.n_kv_heads; ++h) {
     for (const GpuSequence::Page& p : seq.pages_[l * hp_.n_kv_heads + h]) {
-      if (p.tier == engine::KvTier::kCold) ids.push_back(p.id);
+      if (p.tier == engine::KvTier::kCold) ids->push_back(p.id);
     }
   }
-  if (!ids.empty()) store_->Prefetch(ids);
+}
+
+Status GpuModel::StartColdReads(const GpuSequence& seq, int l) {
+  if (!store_->has_cold_tier()) return Status::Ok();
+  ColdIds(seq, l, &cold_ids_);
+  if (!cold_ids_.empty()) store_->Prefetch(cold_ids_);
   return Status::Ok();
 }
 
 Status GpuModel::StageLayer(const GpuSequence& seq, int l) {
   const int set = l % 2;
   std::vector<engine::PageId>& ids = cold_ids_;
-  ids.clear();
-  for (int h = 0; h < hp_.n_kv_heads; ++h) {
-    for (const GpuSequence::Page& p : seq.pages_[l * hp_.n_kv_heads + h]) {
-      if (p.tier == engine::KvTier::kCold) ids.push_back(p.id);
-    }
-  }
+  ColdIds(seq, l, &ids);
   uint8_t* cold_at = nullptr;
   if (!ids.empty()) {
     if (ids.size() * pair_stride_ > cold_read_[set].bytes()) {

@@ -21,6 +21,7 @@
 // Forward or FillSynthetic at a time.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -104,14 +105,15 @@ class GpuModel {
   double kv_bytes_per_token() const;
   // Of that, the part in device memory (hot heads only; warm and cold pages are staged per layer).
   double hot_kv_bytes_per_token() const;
-  // The page store that holds every sequence's page pairs (its hot tier in device memory).
+  // The page store that holds every sequence's page pairs (its hot tier in device memory). The engine shares it
+  // (gpu::Backend::store); it may outlive the model, and its pages outlive no sequence.
   const engine::KvPageStore& store() const { return *store_; }
-  // Bytes of page slots in the device and pinned pools, and of those in use.
-  uint64_t kv_capacity_bytes() const;
-  uint64_t kv_used_bytes() const;
-  // Full pages per (layer, KV head) the tiers can still take: every pair gets one page when a sequence's tail
-  // fills, so this many more pages fit for each of them.
-  int64_t free_pages() const;
+  std::shared_ptr<engine::KvPageStore> shared_store() const { return store_; }
+  // (layer, KV head) pairs per class {HOT, ACTIVE (warm heads), SPARSE (cold heads)}.
+  std::array<uint64_t, 3> class_pairs() const {
+    return {static_cast<uint64_t>(hot_pairs_), static_cast<uint64_t>(warm_pairs_),
+            static_cast<uint64_t>(cold_pairs_)};
+  }
   int64_t pool_pages() const { return pool_pages_; }  // pages per (layer, KV head) the pools hold
   const WarmTier* warm() const { return warm_.get(); }
   bool is_warm(int layer, int kv_head) const { return warm_heads_[layer * hp_.n_kv_heads + kv_head]; }
@@ -137,6 +139,8 @@ class GpuModel {
   // One chunk: rows within one page (first_pos / 128 == (first_pos + n - 1) / 128), n <= kPageTokens.
   Status ForwardChunk(GpuSequence& seq, std::span<const int32_t> tokens, int first_pos, bool want_logits,
                       std::vector<float>* logits);
+  // The ids of layer l's cold pages of seq, in (head, page) order.
+  void ColdIds(const GpuSequence& seq, int l, std::vector<engine::PageId>* ids) const;
   // Starts reading layer l's cold pages of seq into the cold cache.
   Status StartColdReads(const GpuSequence& seq, int l);
   // Stages layer l's pinned and cold pages of seq into staging set l % 2, in (head, page) order; cold pages are
@@ -193,11 +197,11 @@ class GpuModel {
   std::vector<StagedPage> staged_[2];  // the pinned and cold pages in each staging set, in (head, page) order
   PinnedBuffer cold_read_[2];          // read sets: one layer's cold pages, pair_stride_ apart
   PinnedBuffer cold_bounce_;           // encoded cold pairs on their way to the store
-  std::vector<engine::PageId> cold_ids_;        // StageLayer's scratch
+  std::vector<engine::PageId> cold_ids_;        // StartColdReads' and StageLayer's scratch
   std::vector<engine::PinnedPage> cold_pins_;   // StageLayer's scratch
-  // The page store over the device pool, the pinned pool and the cold tier. Declared after the buffers above and
-  // destroyed before them.
-  std::unique_ptr<engine::KvPageStore> store_;
+  // The page store over the device pool, the pinned pool and the cold tier (shared with the engine). Its slab
+  // tiers own their memory, and it holds no page of this model's buffers, so it may be destroyed after them.
+  std::shared_ptr<engine::KvPageStore> store_;
 
   // Per-pass buffers (rows <= kPageTokens).
   Stream stream_;

@@ -160,7 +160,6 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
                                                     static_cast<int32_t>(e->model_->weight_bytes() >> 10),
                                                     static_cast<int32_t>(content)});
   KvStoreOptions store_options = options.kv_store;
-  if (gpu) store_options.cold_dir.clear();  // the GPU path keeps its cold pages itself (in cold_dir/gpu)
   // The default cold directory serves SPARSE heads: a layout without any (uniform:f16, say) runs without it.
   if (store_options.cold_optional && e->kv_layout_->class_heads()[2] == 0) store_options.cold_dir.clear();
   store_options.head_dim = static_cast<uint32_t>(std::max(hp.head_dim, 1));
@@ -182,7 +181,11 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
     spdlog::warn("KV cold tier: injected latency of {} us on every read and write (kv.io_latency_us, testing only)",
                  latency_us);
   }
-  TQ_ASSIGN_OR_RETURN(e->store_, KvPageStore::Open(store_options, e->kv_layout_->class_page_bytes()));
+  if (gpu) {
+    e->store_ = gpu->store();  // the device, pinned and disk tiers (disk in cold_dir/gpu)
+  } else {
+    TQ_ASSIGN_OR_RETURN(e->store_, KvPageStore::Open(store_options, e->kv_layout_->class_page_bytes()));
+  }
   spdlog::info("KV tiers: {}", e->store_->Describe());
   if (options.kv_adapt) {
     if (gpu) {
@@ -776,7 +779,6 @@ void Engine::Loop() {
     stats_.running = static_cast<int>(running_.size());
     stats_.waiting = static_cast<int>(waiting_.size());
     stats_.kv_bytes = kv;
-    path_->AddStats(&stats_);
     if (stop_ && waiting_.empty() && running_.empty()) return;
   }
 }

@@ -106,7 +106,9 @@ class Engine final : public EngineApi {
   std::unordered_set<TokenId> marker_tokens_;        // control tokens printed as text (ToolMarkerTexts)
   std::unique_ptr<ThreadPool> pool_;
   std::shared_ptr<const KvLayout> kv_layout_;  // replaced under mu_ by Adapt (engine thread)
-  std::unique_ptr<KvPageStore> store_;  // declared before the sequences, which return their pages to it
+  // The page store of the path: opened here on the CPU, the GPU backend's on the GPU. Declared before the path and
+  // the sequences, which return their pages to it.
+  std::shared_ptr<KvPageStore> store_;
   std::unique_ptr<PrefixCache> cache_;  // null when off; holds references on store_ pages
   uint64_t fingerprint_ = 0;            // model + KV layout: seeds the prefix hash chains
   std::unique_ptr<HeadActivity> activity_;  // null without online adaptation

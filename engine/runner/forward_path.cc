@@ -1,6 +1,6 @@
 #include "engine/runner/forward_path.h"
 
-#include <algorithm>
+#include <string>
 
 #include "kernels/formats/format.h"
 
@@ -8,11 +8,15 @@ namespace tq::engine {
 
 KvNeed& KvNeed::operator+=(const KvNeed& o) {
   for (int i = 0; i < 3; ++i) pages[i] += o.pages[i];
-  gpu_pages += o.gpu_pages;
   return *this;
 }
 
 namespace {
+
+std::string NoRoomIn(const KvPageStore& store, const KvNeed& need) {
+  return std::to_string(need.pages[0] + need.pages[1] + need.pages[2]) +
+         " pages) does not fit the KV tier budgets (" + store.Describe();
+}
 
 class CpuPath final : public ForwardPath {
  public:
@@ -28,15 +32,11 @@ class CpuPath final : public ForwardPath {
     return need;
   }
   bool Fits(const KvNeed& need) const override { return store_.Fits(need.pages); }
-  std::string NoRoom(const KvNeed& need) const override {
-    return std::to_string(need.pages[0] + need.pages[1] + need.pages[2]) +
-           " pages) does not fit the KV tier budgets (" + store_.Describe();
-  }
+  std::string NoRoom(const KvNeed& need) const override { return NoRoomIn(store_, need); }
   Status Forward(const std::vector<BatchToken>& batch, const std::vector<PathKv*>&, std::vector<float>* logits,
                  std::vector<float>* hidden) override {
     return model_.Forward(batch, pool_, logits, hidden);
   }
-  void AddStats(EngineStats*) const override {}
 
  private:
   const Model& model_;
@@ -47,7 +47,8 @@ class CpuPath final : public ForwardPath {
 
 class GpuPath final : public ForwardPath {
  public:
-  explicit GpuPath(std::unique_ptr<gpu::Backend> backend) : gpu_(std::move(backend)) {}
+  explicit GpuPath(std::unique_ptr<gpu::Backend> backend)
+      : gpu_(std::move(backend)), store_(gpu_->store()), class_pairs_(gpu_->class_pairs()) {}
 
   bool on_gpu() const override { return true; }
   Status Supports(bool embed, bool lora) const override {
@@ -55,18 +56,17 @@ class GpuPath final : public ForwardPath {
     if (lora) return UnimplementedError("LoRA adapters do not run on the GPU path yet");
     return Status::Ok();
   }
+  // Each (layer, KV head) pair gets a page of its class when 128 tokens fill (the GPU encodes whole pages only,
+  // so the pass length does not matter).
   KvNeed Need(int have, int n, int) const override {
     constexpr int kPage = kernels::kPageTokens;
+    const uint64_t filled = static_cast<uint64_t>((have + n) / kPage - have / kPage);
     KvNeed need;
-    need.gpu_pages = static_cast<uint64_t>((have + n) / kPage - have / kPage);
+    for (int c = 0; c < 3; ++c) need.pages[c] = filled * class_pairs_[c];
     return need;
   }
-  bool Fits(const KvNeed& need) const override {
-    return need.gpu_pages <= static_cast<uint64_t>(std::max<int64_t>(gpu_->free_pages(), 0));
-  }
-  std::string NoRoom(const KvNeed& need) const override {
-    return std::to_string(need.gpu_pages) + " pages per KV head) does not fit the GPU pools (" + gpu_->Describe();
-  }
+  bool Fits(const KvNeed& need) const override { return store_->Fits(need.pages); }
+  std::string NoRoom(const KvNeed& need) const override { return NoRoomIn(*store_, need); }
   // The GPU runs one sequence's run of consecutive tokens at a time (a step lists each sequence's tokens
   // together, and only its last one may want logits).
   Status Forward(const std::vector<BatchToken>& batch, const std::vector<PathKv*>& kvs, std::vector<float>* logits,
@@ -94,13 +94,10 @@ class GpuPath final : public ForwardPath {
     }
     return Status::Ok();
   }
-  void AddStats(EngineStats* stats) const override {
-    stats->gpu_kv_capacity_bytes = gpu_->capacity_bytes();
-    stats->gpu_kv_used_bytes = gpu_->used_bytes();
-  }
-
  private:
   std::unique_ptr<gpu::Backend> gpu_;
+  std::shared_ptr<const KvPageStore> store_;
+  std::array<uint64_t, 3> class_pairs_;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
-// Where a step's forward pass runs and its KV lives, as the scheduler sees it: the CPU (the model on the thread
-// pool, KV in the page store's tiers) or the GPU (gpu::Backend, KV in its device and pinned pools). The engine
-// asks what KV tokens need, whether it fits and runs a batch; it does not branch on which path it has.
+// Where a step's forward pass runs, as the scheduler sees it: the CPU (the model on the thread pool) or the GPU
+// (gpu::Backend). On both the KV pages are in one page store, the engine's: RAM arenas and disk on the CPU, the
+// backend's device, pinned and disk tiers on the GPU. The engine asks what KV tokens need, whether it fits the
+// store and runs a batch; it does not branch on which path it has.
 //
 // Threading: the engine thread's.
 #pragma once
@@ -21,11 +22,9 @@
 
 namespace tq::engine {
 
-// KV a step or an admission needs: pages per precision class of the CPU's page store, or full pages per
-// (layer, KV head) of the GPU's pools.
+// KV a step or an admission needs: pages per precision class {HOT, ACTIVE, SPARSE} of the page store.
 struct KvNeed {
   std::array<uint64_t, 3> pages{};
-  uint64_t gpu_pages = 0;
   KvNeed& operator+=(const KvNeed& o);
 };
 
@@ -48,13 +47,12 @@ class ForwardPath {
   // consecutive and share it). logits: the rows of the tokens that want them, in batch order; hidden: likewise.
   virtual Status Forward(const std::vector<BatchToken>& batch, const std::vector<PathKv*>& kvs,
                          std::vector<float>* logits, std::vector<float>* hidden) = 0;
-  // The path's own gauges (the GPU pools' bytes).
-  virtual void AddStats(EngineStats* stats) const = 0;
 };
 
 // `layout` is the engine's current layout, read at each call (online adaptation replaces it between steps).
 std::unique_ptr<ForwardPath> MakeCpuPath(const Model& model, ThreadPool& pool, const KvPageStore& store,
                                          const std::shared_ptr<const KvLayout>& layout);
+// The store is backend->store(), which the engine holds as its own.
 std::unique_ptr<ForwardPath> MakeGpuPath(std::unique_ptr<gpu::Backend> backend);
 
 }  // namespace tq::engine

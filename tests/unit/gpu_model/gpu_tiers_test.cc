@@ -3,13 +3,12 @@
 // disk, under one page table with the store's fallbacks, pins, moves to disk and stats.
 #include <gtest/gtest.h>
 
-#include <random>
-
 #include "engine/gpu/slab_page_tier.h"
 #include "engine/kv/page_record.h"
 #include "engine/kv/page_store.h"
 #include "storage/page_format.h"
 #include "tests/unit/gpu_model/copied_host_memory.h"
+#include "tests/unit/kv/page_test_util.h"
 #include "tests/unit/storage/storage_test_util.h"
 
 namespace tq::gpu {
@@ -20,14 +19,10 @@ using engine::KvTier;
 using engine::PageId;
 using engine::PrecisionClass;
 
-constexpr uint32_t kHotPage = 32768 + 128, kActivePage = 16384 + 128, kSparsePage = 9216 + 64;
-
-std::vector<uint8_t> Bytes(uint64_t seed, size_t n) {
-  std::vector<uint8_t> out(n);
-  std::mt19937_64 rng(seed);
-  for (auto& b : out) b = static_cast<uint8_t>(rng());
-  return out;
-}
+using engine::testing::Bytes;
+using engine::testing::kActivePage;
+using engine::testing::kHotPage;
+using engine::testing::kSparsePage;
 
 class GpuTiersTest : public ::testing::Test {
  protected:
@@ -51,13 +46,6 @@ class GpuTiersTest : public ::testing::Test {
     auto s = KvPageStore::Open(o, {kHotPage, kActivePage, kSparsePage}, gpu_tiers);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? std::move(*s) : nullptr;
-  }
-
-  static std::vector<uint8_t> Read(const KvPageStore& s, PageId id, size_t n) {
-    auto pin = s.Pin(id);
-    EXPECT_TRUE(pin.ok()) << pin.status().ToString();
-    if (!pin.ok()) return {};
-    return std::vector<uint8_t>(pin->data, pin->data + n);
   }
 
   storage::testing::TempDir dir_;
@@ -89,9 +77,9 @@ TEST_F(GpuTiersTest, ClassesLandInDevicePinnedAndDiskTiersOfOnePageTable) {
   EXPECT_EQ(s->Address(*a), s->RamBytes(*a));
   EXPECT_EQ(s->Address(*c), nullptr) << "a page on disk has no address";
   s->FlushCold();
-  EXPECT_EQ(Read(*s, *h, hot.size()), hot);
-  EXPECT_EQ(Read(*s, *a, active.size()), active);
-  EXPECT_EQ(Read(*s, *c, sparse.size()), sparse);
+  EXPECT_EQ(engine::testing::ReadPage(*s, *h, hot.size()), hot);
+  EXPECT_EQ(engine::testing::ReadPage(*s, *a, active.size()), active);
+  EXPECT_EQ(engine::testing::ReadPage(*s, *c, sparse.size()), sparse);
   const engine::KvStoreStats st = s->Stats();
   EXPECT_EQ(st.tiers[0].pages, 1u);
   EXPECT_EQ(st.tiers[1].pages, 1u);
@@ -113,7 +101,7 @@ TEST_F(GpuTiersTest, AFullPinnedPoolFallsBackToTheDevicePoolThenRefuses) {
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(s->TierOf(*first), KvTier::kWarm);
   EXPECT_EQ(s->TierOf(*second), KvTier::kHot);
-  EXPECT_EQ(Read(*s, *second, kActivePage), Bytes(2, kActivePage));
+  EXPECT_EQ(engine::testing::ReadPage(*s, *second, kActivePage), Bytes(2, kActivePage));
   EXPECT_EQ(s->Store(PrecisionClass::kActive, Bytes(3, kActivePage)).status().code(),
             StatusCode::kResourceExhausted);
   EXPECT_EQ(s->Store(PrecisionClass::kHot, Bytes(4, kHotPage)).status().code(), StatusCode::kResourceExhausted);
@@ -143,7 +131,7 @@ TEST_F(GpuTiersTest, AllocatedPagesLieWhereTheEncoderWritesThem) {
   EXPECT_EQ(s->Stats().fallbacks, 1u);
   const auto bytes = Bytes(5, kHotPage);
   ASSERT_TRUE(hot_->pool().memory().CopyIn(h->at, bytes.data(), bytes.size()).ok());
-  EXPECT_EQ(Read(*s, h->id, bytes.size()), bytes);
+  EXPECT_EQ(engine::testing::ReadPage(*s, h->id, bytes.size()), bytes);
   EXPECT_EQ(s->Stats().tiers[0].pages, 1u);
   EXPECT_EQ(s->Stats().tiers[1].pages, 2u);
   EXPECT_EQ(s->Allocate(PrecisionClass::kHot, kHotPage + 1).status().code(), StatusCode::kResourceExhausted);
@@ -159,7 +147,7 @@ TEST_F(GpuTiersTest, ADevicePageMovesToDiskThroughACopyAndReadsBack) {
   EXPECT_EQ(s->TierOf(*id), KvTier::kCold);
   EXPECT_EQ(hot_->pool().used_slots(), 0) << "the device slot is free again";
   s->FlushCold();
-  EXPECT_EQ(Read(*s, *id, bytes.size()), bytes);
+  EXPECT_EQ(engine::testing::ReadPage(*s, *id, bytes.size()), bytes);
   EXPECT_FALSE(s->MoveToCold(*id)) << "already on disk";
 }
 

@@ -6,12 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <random>
 #include <thread>
 
 #include "engine/kv/page_record.h"
 #include "storage/fault_queue.h"
 #include "storage/page_format.h"
+#include "tests/unit/kv/page_test_util.h"
 #include "tests/unit/storage/storage_test_util.h"
 
 namespace tq::engine {
@@ -22,14 +22,10 @@ using storage::FaultQueue;
 using storage::FaultRule;
 using storage::IoOp;
 
-constexpr uint32_t kHotPage = 32768 + 128, kActivePage = 16384 + 128, kSparsePage = 9216 + 64;
-
-std::vector<uint8_t> Bytes(uint64_t seed, size_t n) {
-  std::vector<uint8_t> out(n);
-  std::mt19937_64 rng(seed);
-  for (auto& b : out) b = static_cast<uint8_t>(rng());
-  return out;
-}
+using testing::Bytes;
+using testing::kActivePage;
+using testing::kHotPage;
+using testing::kSparsePage;
 
 class PageStoreTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -56,13 +52,6 @@ class PageStoreTest : public ::testing::TestWithParam<std::string> {
   // Cold slots are 4 KiB: a SPARSE page (no transform) takes its header, record and bytes rounded up to them.
   static uint64_t ColdPageBytes() { return storage::PageIoBytes(RecordBytes(0) + kSparsePage); }
 
-  static std::vector<uint8_t> Read(const KvPageStore& s, PageId id, size_t n) {
-    auto pin = s.Pin(id);
-    EXPECT_TRUE(pin.ok()) << pin.status().ToString();
-    if (!pin.ok()) return {};
-    return std::vector<uint8_t>(pin->data, pin->data + n);
-  }
-
   storage::testing::TempDir dir_;
   FaultQueue* fault_ = nullptr;
 };
@@ -87,9 +76,9 @@ TEST_P(PageStoreTest, ClassesGoToTheirHomeTiersAndReadBack) {
   EXPECT_EQ(s->TierOf(*a), KvTier::kWarm);
   EXPECT_EQ(s->TierOf(PageId{999999}), std::nullopt);
   s->FlushCold();
-  EXPECT_EQ(Read(*s, *h, hot.size()), hot);
-  EXPECT_EQ(Read(*s, *a, active.size()), active);
-  EXPECT_EQ(Read(*s, *c, sparse.size()), sparse);
+  EXPECT_EQ(testing::ReadPage(*s, *h, hot.size()), hot);
+  EXPECT_EQ(testing::ReadPage(*s, *a, active.size()), active);
+  EXPECT_EQ(testing::ReadPage(*s, *c, sparse.size()), sparse);
   const KvStoreStats st = s->Stats();
   EXPECT_EQ(st.tiers[0].pages, 1u);
   EXPECT_EQ(st.tiers[1].pages, 1u);
@@ -128,7 +117,7 @@ TEST_P(PageStoreTest, FullTiersFallBackToFasterOnesThenRefuse) {
   EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
   EXPECT_FALSE(s->Fits({0, 0, 1}));
   s->FlushCold();
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(Read(*s, ids[i], kSparsePage), Bytes(10 + i, kSparsePage)) << i;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(testing::ReadPage(*s, ids[i], kSparsePage), Bytes(10 + i, kSparsePage)) << i;
   s->Release(ids[0]);
   EXPECT_TRUE(s->Fits({0, 0, 1}));
 }
@@ -150,7 +139,7 @@ TEST_P(PageStoreTest, ReadFaultsAreErrorsNeverWrongBytesAndARetryWorks) {
         << pin.status().ToString();
   }
   fault_->ClearRules();
-  EXPECT_EQ(Read(*s, *id, bytes.size()), bytes);
+  EXPECT_EQ(testing::ReadPage(*s, *id, bytes.size()), bytes);
   EXPECT_GE(s->Stats().cold_cache.read_failures, 3u);
 }
 
@@ -164,10 +153,10 @@ TEST_P(PageStoreTest, AFailedColdWriteIsRehomedToRamAndStaysReadable) {
   ASSERT_TRUE(id.ok());
   s->FlushCold();
   // Before the manager re-homes it, the page is still readable (from the cold cache).
-  EXPECT_EQ(Read(*s, *id, bytes.size()), bytes);
+  EXPECT_EQ(testing::ReadPage(*s, *id, bytes.size()), bytes);
   EXPECT_EQ(s->Maintain(), 1u);
   EXPECT_NE(s->RamBytes(*id), nullptr);
-  EXPECT_EQ(Read(*s, *id, bytes.size()), bytes);
+  EXPECT_EQ(testing::ReadPage(*s, *id, bytes.size()), bytes);
   KvStoreStats st = s->Stats();
   EXPECT_EQ(st.rehomed, 1u);
   EXPECT_EQ(st.tiers[2].pages, 0u);
@@ -207,7 +196,7 @@ TEST_P(PageStoreTest, PrefetchHidesSlowReads) {
   fault_->AddRule({FaultKind::kLatency, IoOp::kRead, {}, 1, 0.0, 20000});
   s->Prefetch(ids);
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(Read(*s, ids[i], kSparsePage), Bytes(20 + i, kSparsePage)) << i;
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(testing::ReadPage(*s, ids[i], kSparsePage), Bytes(20 + i, kSparsePage)) << i;
   const ColdCacheStats c = s->Stats().cold_cache;
   EXPECT_EQ(c.prefetch_hits, 8u) << "late " << c.prefetch_late << ", misses " << c.misses;
   EXPECT_EQ(c.misses, 0u);
@@ -223,7 +212,7 @@ TEST_P(PageStoreTest, ColdRemovalsCountPagesLeavingTheCache) {
   for (int i = 0; i < 8; ++i) ids.push_back(*s->Store(PrecisionClass::kSparse, Bytes(80 + i, kSparsePage)));
   s->FlushCold();
   EXPECT_EQ(s->cold_removals(), 0u);
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(Read(*s, ids[i], kSparsePage), Bytes(80 + i, kSparsePage)) << i;
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(testing::ReadPage(*s, ids[i], kSparsePage), Bytes(80 + i, kSparsePage)) << i;
   s->Prefetch(ids);
   EXPECT_EQ(s->cold_removals(), 0u);  // hits and read-ahead of cached pages remove nothing
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(s->Store(PrecisionClass::kSparse, Bytes(90 + i, kSparsePage)).ok());
@@ -246,10 +235,10 @@ TEST_P(PageStoreTest, ACyclicScanLargerThanTheCacheStillHits) {
   std::vector<PageId> ids;
   for (int i = 0; i < 12; ++i) ids.push_back(*s->Store(PrecisionClass::kSparse, Bytes(60 + i, kSparsePage)));
   s->FlushCold();
-  for (int i = 0; i < 12; ++i) EXPECT_EQ(Read(*s, ids[i], kSparsePage), Bytes(60 + i, kSparsePage)) << i;
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(testing::ReadPage(*s, ids[i], kSparsePage), Bytes(60 + i, kSparsePage)) << i;
   const ColdCacheStats before = s->Stats().cold_cache;
   for (int round = 0; round < 2; ++round) {
-    for (int i = 0; i < 12; ++i) EXPECT_EQ(Read(*s, ids[i], kSparsePage), Bytes(60 + i, kSparsePage)) << i;
+    for (int i = 0; i < 12; ++i) EXPECT_EQ(testing::ReadPage(*s, ids[i], kSparsePage), Bytes(60 + i, kSparsePage)) << i;
   }
   const ColdCacheStats after = s->Stats().cold_cache;
   EXPECT_GE(after.prefetch_hits - before.prefetch_hits, 12u)
@@ -275,7 +264,7 @@ TEST_P(PageStoreTest, ReadAheadPastTheCacheKeepsThePagesNeededFirst) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ASSERT_EQ(s->Stats().cold_cache.evictions, before.evictions + 10);
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(Read(*s, ids[i], kSparsePage), Bytes(80 + i, kSparsePage)) << i;
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(testing::ReadPage(*s, ids[i], kSparsePage), Bytes(80 + i, kSparsePage)) << i;
   const ColdCacheStats after = s->Stats().cold_cache;
   EXPECT_EQ(after.prefetch_hits - before.prefetch_hits, 8u) << "misses " << after.misses - before.misses;
   EXPECT_EQ(after.misses, before.misses);
@@ -294,10 +283,10 @@ TEST_P(PageStoreTest, AReadAskedForDuringASlowReadDoesNotWaitForIt) {
   s->Prefetch(std::span<const PageId>(ids.data(), 1));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the I/O thread is waiting for it now
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(Read(*s, ids[1], kSparsePage), Bytes(121, kSparsePage));
+  EXPECT_EQ(testing::ReadPage(*s, ids[1], kSparsePage), Bytes(121, kSparsePage));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(seconds, 1.0) << "the second read waited for the first";
-  EXPECT_EQ(Read(*s, ids[0], kSparsePage), Bytes(120, kSparsePage));
+  EXPECT_EQ(testing::ReadPage(*s, ids[0], kSparsePage), Bytes(120, kSparsePage));
 }
 
 // Attention pins all the pages of a head at once (PinMany): RAM pages directly, cold pages in one visit of

@@ -10,7 +10,6 @@
 
 #include <cstring>
 #include <functional>
-#include <random>
 
 #include "engine/gpu/slab_page_tier.h"
 #include "engine/kv/cold_page_tier.h"
@@ -19,20 +18,15 @@
 #include "tests/unit/gpu_model/copied_host_memory.h"
 #include "storage/fault_queue.h"
 #include "storage/page_format.h"
+#include "tests/unit/kv/page_test_util.h"
 #include "tests/unit/storage/storage_test_util.h"
 
 namespace tq::engine {
 namespace {
 
-constexpr uint32_t kPage = 9216 + 64;  // a SPARSE-sized page (K + V bytes)
+using testing::Bytes;
+constexpr uint32_t kPage = testing::kSparsePage;
 constexpr uint64_t kFingerprint = 0x5eed;
-
-std::vector<uint8_t> Bytes(uint64_t seed, size_t n) {
-  std::vector<uint8_t> out(n);
-  std::mt19937_64 rng(seed);
-  for (auto& b : out) b = static_cast<uint8_t>(rng());
-  return out;
-}
 
 PageInfo Info(int layer, uint64_t prefix_hash) {
   PageInfo info;

@@ -55,14 +55,23 @@ TEST(CpuPathTest, NeedsTheLayoutsPagesFitsTheTiersAndRunsTheModel) {
   ASSERT_TRUE(path->Forward(batch, kvs, &logits, nullptr).ok());
   EXPECT_EQ(logits.size(), static_cast<size_t>(hp.vocab_size));
   EXPECT_EQ(none, nullptr) << "the CPU path keeps no KV beside the SequenceKv";
-  EngineStats stats;
-  path->AddStats(&stats);
-  EXPECT_EQ(stats.gpu_kv_capacity_bytes, 0u);
 }
 
-// A Backend that records the runs it is given and answers logits [first_pos, n_tokens, ...].
+// A Backend that records the runs it is given and answers logits [first_pos, n_tokens, ...]. Its page store is a
+// real one (RAM tiers standing in for the device and pinned pools): pages of 4 KiB, 3 in the hot tier, 2 in the
+// warm one; its pairs: 2 HOT, 1 ACTIVE, 0 SPARSE.
 class RecordingBackend final : public gpu::Backend {
  public:
+  RecordingBackend() {
+    KvStoreOptions tiers;
+    tiers.hot_bytes = 3 * 4096;
+    tiers.warm_bytes = 2 * 4096;
+    tiers.warm_lock = false;
+    auto opened = KvPageStore::Open(tiers, {4096, 4096, 0});
+    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+    if (opened.ok()) store_ = std::move(*opened);
+  }
+
   struct Kv final : gpu::BackendKv {
     int tokens = 0;
     uint64_t bytes() const override { return 4096; }
@@ -87,14 +96,15 @@ class RecordingBackend final : public gpu::Backend {
     if (want_logits) *logits = {static_cast<float>(first_pos), static_cast<float>(tokens.size()), 0, 0};
     return Status::Ok();
   }
-  int64_t free_pages() const override { return free; }
-  uint64_t capacity_bytes() const override { return 1 << 20; }
-  uint64_t used_bytes() const override { return 4096u * made; }
+  std::shared_ptr<KvPageStore> store() const override { return store_; }
+  std::array<uint64_t, 3> class_pairs() const override { return {2, 1, 0}; }
   std::string Describe() const override { return "recording backend"; }
 
   int made = 0;
-  int64_t free = 3;
   std::vector<Run> runs;
+
+ private:
+  std::shared_ptr<KvPageStore> store_;
 };
 
 TEST(GpuPathTest, HostSideNeedsFitsAndRunsOneSequenceAtATime) {
@@ -106,13 +116,27 @@ TEST(GpuPathTest, HostSideNeedsFitsAndRunsOneSequenceAtATime) {
   EXPECT_EQ(path->Supports(false, true).code(), StatusCode::kUnimplemented);
   EXPECT_TRUE(path->Supports(false, false).ok());
 
-  // A page per (layer, KV head) each time 128 tokens fill.
-  EXPECT_EQ(path->Need(0, 127, 512).gpu_pages, 0u);
-  EXPECT_EQ(path->Need(100, 30, 512).gpu_pages, 1u);
-  EXPECT_EQ(path->Need(0, 512, 512).gpu_pages, 4u);
-  EXPECT_TRUE(path->Fits(path->Need(0, 384, 384)));
-  EXPECT_FALSE(path->Fits(path->Need(0, 512, 512)));
-  EXPECT_EQ(path->NoRoom(path->Need(0, 512, 512)), "4 pages per KV head) does not fit the GPU pools (recording backend");
+  // A page of its class per (layer, KV head) each time 128 tokens fill, whatever the pass length.
+  EXPECT_EQ(path->Need(0, 127, 512).pages, (std::array<uint64_t, 3>{0, 0, 0}));
+  EXPECT_EQ(path->Need(100, 30, 512).pages, (std::array<uint64_t, 3>{2, 1, 0}));
+  EXPECT_EQ(path->Need(0, 256, 1).pages, (std::array<uint64_t, 3>{4, 2, 0}));
+  // Fits asks the backend's store: 5 slots, HOT's home the hot tier (3) falling back to warm, ACTIVE's warm (2).
+  EXPECT_TRUE(path->Fits(path->Need(0, 128, 128)));
+  EXPECT_TRUE(path->Fits({{3, 2, 0}}));
+  EXPECT_FALSE(path->Fits(path->Need(0, 256, 256)));  // 4 HOT + 2 ACTIVE pages in 5 slots
+  const std::string no_room = path->NoRoom(path->Need(0, 256, 256));
+  EXPECT_EQ(no_room.rfind("6 pages) does not fit the KV tier budgets (", 0), 0u) << no_room;
+  // Pages taken in the store count: with the hot tier full, one page pair no longer fits.
+  const std::shared_ptr<KvPageStore> store = backend->store();
+  std::vector<PageId> held;
+  for (int i = 0; i < 3; ++i) {
+    auto a = store->Allocate(PrecisionClass::kHot, 4096, {});
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    held.push_back(a->id);
+  }
+  EXPECT_FALSE(path->Fits(path->Need(0, 128, 128)));  // 2 HOT + 1 ACTIVE in 2 warm slots
+  for (PageId id : held) store->Release(id);
+  EXPECT_TRUE(path->Fits(path->Need(0, 128, 128)));
 
   // Two sequences' tokens in one batch: a (3 prompt tokens, logits at the last), b (one decode token).
   PathKv a, b;
@@ -137,10 +161,6 @@ TEST(GpuPathTest, HostSideNeedsFitsAndRunsOneSequenceAtATime) {
   kvs = {&a, &a};
   EXPECT_EQ(path->Forward(batch, kvs, &logits, nullptr).code(), StatusCode::kInternal);
 
-  EngineStats stats;
-  path->AddStats(&stats);
-  EXPECT_EQ(stats.gpu_kv_capacity_bytes, 1u << 20);
-  EXPECT_EQ(stats.gpu_kv_used_bytes, 2u * 4096);
 }
 
 }  // namespace
