@@ -24,7 +24,7 @@ constexpr int kPage = kernels::kPageTokens;
 }  // namespace
 
 void SequenceKv::AttendPlain(int layer, int kv_head, const float* q, int rows, int group, int first_pos, float* out,
-                             int64_t* scored, int window) const {
+                             int64_t* scored, int window, float softcap) const {
   const int d = head_dim_;
   const size_t row = static_cast<size_t>(n_kv_heads_) * d;
   const float* data = plain_[layer].data();
@@ -40,6 +40,7 @@ void SequenceKv::AttendPlain(int layer, int kv_head, const float* q, int rows, i
       std::fill(scores.begin(), scores.begin() + begin, 0.0f);
       for (int t = begin; t <= last; ++t) {
         scores[t] = kernels::DotF32(qv, data + (2 * static_cast<size_t>(t)) * row + kv_head * d, d) * scale;
+        if (softcap > 0.0f) scores[t] = softcap * std::tanh(scores[t] / softcap);
         max_score = std::max(max_score, scores[t]);
       }
       double sum = 0;
@@ -90,11 +91,12 @@ void SequenceKv::AddScoreBiases(const HeadPages& hp, size_t skip_pages, const fl
 // for the rows of a raw copy, which see the first page's rows untransformed (raw_rows[r] = 1 for them).
 Status SequenceKv::AttendRowGroups(const HeadPages& hp, const std::vector<kernels::KvPageRef>& refs,
                                    size_t skip_pages, const float* q, const float* q_raw, int rows, int group,
-                                   int first_pos, int kernel_first_pos, int window, float* out,
+                                   int first_pos, int kernel_first_pos, int window, float softcap, float* out,
                                    std::vector<uint8_t>& raw_rows, kernels::AttentionStats* stats) const {
   const int d = head_dim_;
   kernels::AttentionOptions options;
   options.window = window;
+  options.softcap = softcap;
   raw_rows.assign(static_cast<size_t>(rows), 0);
   // Per-query biases move with the group's first row.
   thread_local std::vector<kernels::KvPageRef> group_refs;
@@ -132,13 +134,13 @@ Status SequenceKv::AttendRowGroups(const HeadPages& hp, const std::vector<kernel
 }
 
 Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int group, int first_pos, float* out,
-                          int64_t* scored, int64_t* skipped, int window) const {
+                          int64_t* scored, int64_t* skipped, int window, float softcap) const {
   const int d = head_dim_;
   if (first_pos + rows > layer_len_[layer]) {
     return InternalError("attention past the stored positions of layer " + std::to_string(layer));
   }
   if (!layout_ || layout_->layer(layer).plain) {
-    AttendPlain(layer, kv_head, q, rows, group, first_pos, out, scored, window);
+    AttendPlain(layer, kv_head, q, rows, group, first_pos, out, scored, window, softcap);
     return Status::Ok();
   }
   const HeadPages& hp = pages_[layer][kv_head];
@@ -222,7 +224,7 @@ Status SequenceKv::Attend(int layer, int kv_head, const float* q, int rows, int 
   }
   thread_local std::vector<uint8_t> raw_rows;  // [rows]: 1 = the row saw a raw copy, its output is not scaled
   TQ_RETURN_IF_ERROR(AttendRowGroups(hp, refs, skip_pages, q, q_raw, rows, group, first_pos, kernel_first_pos,
-                                     window, out, raw_rows, &stats));
+                                     window, softcap, out, raw_rows, &stats));
   if (!hp.xf.v_scale.empty()) {
     for (int r = 0; r < rows; ++r) {
       if (raw_rows[static_cast<size_t>(r)] != 0) continue;

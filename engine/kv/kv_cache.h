@@ -137,10 +137,10 @@ class SequenceKv {
   // Causal attention for `rows` consecutive query positions starting at first_pos, for the `group` query heads
   // of `kv_head`: q and out are [rows][group][head_dim]; row r attends to positions [0, first_pos + r], or with
   // window > 0 to (first_pos + r - window, first_pos + r] (sliding-window layers; pages wholly before the first
-  // row's window are not read). The softmax scale is 1/sqrt(head_dim). Reports (query, token) pairs scored and
-  // skipped.
+  // row's window are not read). The softmax scale is 1/sqrt(head_dim); softcap > 0 caps each scaled score s at
+  // softcap * tanh(s / softcap) (Gemma 2). Reports (query, token) pairs scored and skipped.
   Status Attend(int layer, int kv_head, const float* q, int rows, int group, int first_pos, float* out,
-                int64_t* scored, int64_t* skipped, int window = 0) const;
+                int64_t* scored, int64_t* skipped, int window = 0, float softcap = 0.0f) const;
 
   // Call once `layer`'s attention of a forward pass is done (the model does, for every sequence of the batch):
   // - a query whose own page filled during the pass saw that page exact, through an f16 copy kept since it was
@@ -206,12 +206,12 @@ class SequenceKv {
   void RecordFault(const Status& status) const;
   // The parts of Attend: plain f32 rows; per-page score biases (key offsets, sink); the kernel over row groups.
   void AttendPlain(int layer, int kv_head, const float* q, int rows, int group, int first_pos, float* out,
-                   int64_t* scored, int window) const;
+                   int64_t* scored, int window, float softcap) const;
   void AddScoreBiases(const HeadPages& hp, size_t skip_pages, const float* q, int nq,
                       std::vector<kernels::KvPageRef>& refs) const;
   Status AttendRowGroups(const HeadPages& hp, const std::vector<kernels::KvPageRef>& refs, size_t skip_pages,
                          const float* q, const float* q_raw, int rows, int group, int first_pos,
-                         int kernel_first_pos, int window, float* out, std::vector<uint8_t>& raw_rows,
+                         int kernel_first_pos, int window, float softcap, float* out, std::vector<uint8_t>& raw_rows,
                          kernels::AttentionStats* stats) const;
 
   std::shared_ptr<const KvLayout> layout_;  // null: plain f32

@@ -29,6 +29,10 @@ struct ArchInfo {
   // `swa_period` layers the last is global and the others attend to the window only; 0: every layer global.
   int swa_period = 0;
   float rope_base_local = 0.0f;   // RoPE base of the sliding-window layers; 0: the file's rope.freq_base
+  // Gemma's 27B models scale q.k by 1 / sqrt(n_embd / n_heads) (their query_pre_attn_scalar), the others by
+  // 1 / sqrt(head_dim); GGUF does not record it, so a model with this many layers is taken for the 27B (as
+  // llama.cpp decides). 0: always 1 / sqrt(head_dim).
+  int wide_query_layers = 0;
 };
 
 // The row for `name` (e.g. "llama", "mistral", "qwen2"), or unimplemented naming the architecture and the list.

@@ -1,5 +1,7 @@
 #include "engine/llm/hparams.h"
 
+#include <cmath>
+
 namespace tq::engine {
 namespace {
 
@@ -63,6 +65,14 @@ StatusOr<HParams> ReadHParams(const GgufFile& g) {
   TQ_ASSIGN_OR_RETURN(double softcap, g.GetFloatOr(a + ".final_logit_softcapping", 0.0));
   if (softcap < 0) return InvalidArgumentError(a + ".final_logit_softcapping must not be negative");
   h.logit_softcap = static_cast<float>(softcap);
+  TQ_ASSIGN_OR_RETURN(double attn_softcap, g.GetFloatOr(a + ".attn_logit_softcapping", 0.0));
+  if (!(attn_softcap >= 0 && attn_softcap < 1e30)) {
+    return InvalidArgumentError(a + ".attn_logit_softcapping must be a finite number >= 0");
+  }
+  h.attn_softcap = static_cast<float>(attn_softcap);
+  if (h.arch->wide_query_layers > 0 && h.n_layers == h.arch->wide_query_layers) {
+    h.attn_scale = 1.0f / std::sqrt(static_cast<float>(h.n_embd) / static_cast<float>(h.n_heads));
+  }
   TQ_ASSIGN_OR_RETURN(const uint64_t pooling, g.GetUintOr(a + ".pooling_type", uint64_t{1} << 32));
   if (pooling != uint64_t{1} << 32) {
     if (pooling > 3) return InvalidArgumentError(a + ".pooling_type must be 0 to 3");

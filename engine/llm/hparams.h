@@ -25,6 +25,8 @@ struct HParams {
   float rope_base = 10000.0f;
   int sliding_window = 0;        // {arch}.attention.sliding_window; 0: none
   float logit_softcap = 0.0f;    // {arch}.final_logit_softcapping: logits = c * tanh(logits / c); 0: none
+  float attn_softcap = 0.0f;     // {arch}.attn_logit_softcapping: scores = c * tanh(scores / c); 0: none
+  float attn_scale = 0.0f;       // the softmax scale of q.k (ArchInfo::wide_query_layers); 0: 1 / sqrt(head_dim)
   int pooling_type = -1;         // {arch}.pooling_type (0 none, 1 mean, 2 cls, 3 last); -1: absent
 
   // Whether layer l attends to the sliding window only (see ArchInfo::swa_period).

@@ -299,7 +299,9 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
       TQ_RETURN_IF_ERROR(batch[b].kv->Append(l, batch[b].pos, k.data() + b * kv_dim, v.data() + b * kv_dim,
                                              q.data() + b * q_dim, hp.n_heads));
     }
-    // q of a KV head's query group is contiguous: [group][D] at kv_head * group * D within a token's q.
+    // q of a KV head's query group is contiguous: [group][D] at kv_head * group * D within a token's q. Attend
+    // scales q.k by 1 / sqrt(D); a model with another scale gets q multiplied by the ratio.
+    const float q_mult = hp.attn_scale > 0 ? hp.attn_scale * std::sqrt(static_cast<float>(D)) : 1.0f;
     std::atomic<bool> failed{false};
     Status first_error;
     std::mutex error_mu;
@@ -314,8 +316,11 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
         for (int r = 0; r < c.rows; ++r) {
           std::copy_n(q.data() + (c.first + r) * q_dim + kvh * span, span, qbuf.data() + r * span);
         }
+        if (q_mult != 1.0f) {
+          for (float& x : qbuf) x *= q_mult;
+        }
         Status s = batch[c.first].kv->Attend(l, kvh, qbuf.data(), c.rows, group, batch[c.first].pos, obuf.data(),
-                                             nullptr, nullptr, sliding ? hp.sliding_window : 0);
+                                             nullptr, nullptr, sliding ? hp.sliding_window : 0, hp.attn_softcap);
         if (!s.ok()) {
           std::lock_guard<std::mutex> lock(error_mu);
           if (!failed.exchange(true)) first_error = s;

@@ -46,6 +46,9 @@ struct AttentionOptions {
   // Sliding window: > 0, a query at position p attends only to positions in (p - window, p]; 0: all positions.
   // Pages wholly before the window are not read.
   int window = 0;
+  // Score soft-capping (Gemma 2's attn_logit_softcapping): > 0, each score s (scaled, with its biases) becomes
+  // softcap * tanh(s / softcap) before the softmax; 0: none.
+  float softcap = 0.0f;
 };
 
 struct AttentionStats {

@@ -60,6 +60,7 @@ void RunQueries(const Plan& plan, int q_begin, int q_count, int64_t token_first,
         scores[token] = score * plan.scale;
         if (page.score_bias != nullptr) scores[token] += page.score_bias[g];
         if (token == 0 && page.first_bias != nullptr) scores[token] += page.first_bias[g];
+        if (plan.softcap > 0.0f) scores[token] = plan.softcap * std::tanh(scores[token] / plan.softcap);
       }
       double m_new = m;
       for (double s : scores) m_new = std::max(m_new, s);

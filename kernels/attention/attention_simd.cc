@@ -112,6 +112,10 @@ void RunChunk(const Plan& plan, int q0, int64_t token_first, int64_t token_limit
         for (int t = 0; t < groups * kGroupTokens; t += kN) hn::StoreU(hn::Add(hn::LoadU(df, s + t), b), df, s + t);
       }
       if (page.first_bias != nullptr) s[0] += page.first_bias[q0 + g];
+      if (plan.softcap > 0.0f) {  // scalar: only soft-capped models (Gemma 2) pay for it
+        const float cap = plan.softcap, inv_cap = 1.0f / plan.softcap;
+        for (int t = before; t < n; ++t) s[t] = cap * std::tanh(s[t] * inv_cap);
+      }
       for (int t = 0; t < before; ++t) s[t] = -std::numeric_limits<float>::infinity();
       for (int t = n; t < groups * kGroupTokens; ++t) s[t] = -std::numeric_limits<float>::infinity();
       VF vmax = hn::Set(df, -std::numeric_limits<float>::infinity());

@@ -94,13 +94,15 @@ StatusOr<Plan> MakePlan(std::span<const KvPageRef> pages, int head_dim, const fl
   if (head_dim < kMinHeadDim || head_dim > kMaxHeadDim || head_dim % 16 != 0) {
     return InvalidArgumentError("attention: unsupported head_dim " + std::to_string(head_dim));
   }
-  if (!(options.skip_threshold >= 0.0f) || !(options.scale >= 0.0f)) {
-    return InvalidArgumentError("attention: scale and skip_threshold must be >= 0");
+  if (!(options.skip_threshold >= 0.0f) || !(options.scale >= 0.0f) || !(options.softcap >= 0.0f) ||
+      !std::isfinite(options.softcap)) {
+    return InvalidArgumentError("attention: scale, skip_threshold and softcap must be finite and >= 0");
   }
   Plan plan;
   plan.head_dim = head_dim;
   plan.num_q = num_q;
   plan.scale = options.scale > 0.0f ? options.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  plan.softcap = options.softcap;
   plan.pages.reserve(pages.size());
   HeaderMemo k_memo, v_memo;
   for (size_t i = 0; i < pages.size(); ++i) {

@@ -42,6 +42,7 @@ struct Plan {
   int head_dim = 0;
   int num_q = 0;
   float scale = 0.0f;
+  float softcap = 0.0f;  // AttentionOptions::softcap
   std::vector<PlannedPage> pages;
   std::vector<Domain> domains;
 };

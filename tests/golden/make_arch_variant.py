@@ -2,7 +2,8 @@
 """Rewrites a llama GGUF as another architecture of the same shape, for golden tests of architecture rows that no
 small published file covers here. Standard library only (CI runs it).
 
-  make_arch_variant.py IN.gguf OUT.gguf --arch qwen2|qwen3|phi3|llama3 [--seed 1] [--bias-scale 0.5]
+  make_arch_variant.py IN.gguf OUT.gguf --arch qwen2|qwen3|phi3|llama3|gemma2 [--seed 1] [--bias-scale 0.5]
+                       [--attn-softcap 1.0] [--final-softcap 4.0]
 
 qwen2: the `llama.*` keys become `qwen2.*`, general.architecture becomes "qwen2", and every layer gains
 attn_q.bias, attn_k.bias and attn_v.bias (F32, uniform in [-scale, scale] from a seeded generator, so the file is
@@ -15,6 +16,14 @@ attn_k_norm.weight (F32 [head_dim], seeded gains in [0.5, 1.5]): Qwen3's per-hea
 
 phi3: keys renamed; each layer's attn_q/k/v become one attn_qkv.weight (their rows stacked) and ffn_gate/ffn_up one
 ffn_up.weight (gate rows first), as Phi-3 files hold them (F32 sources only).
+
+gemma2: keys renamed; every layer gains post_attention_norm.weight and post_ffw_norm.weight (F32 [n_embd], seeded
+gains in [0.5, 1.5]); output.weight goes (Gemma ties the output to the embedding) and token_embd.weight (F32) is
+divided by sqrt(n_embd), which Gemma multiplies the embedding by, so that the model keeps its own scale and writes
+varied text. The metadata gains a sliding window of 8 tokens (so that the even, sliding layers differ from global
+ones within a short prompt), attn_logit_softcapping 1.0 and final_logit_softcapping 4.0 (small enough to bend this
+model's scores; Gemma 2's own are 50 and 30; --attn-softcap / --final-softcap change them, 0 leaves the key out).
+GeGLU and RoPE on halves need no new tensor.
 
 llama3: still a llama file, with Llama 3.1's RoPE scaling: a rope_freqs.weight tensor (F32, [n_rot / 2]) whose
 entries divide the RoPE angles, computed by Llama 3.1's formula (factor 8, low 1, high 4) with an original context
@@ -92,9 +101,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("src")
     ap.add_argument("out")
-    ap.add_argument("--arch", choices=["qwen2", "qwen3", "phi3", "llama3"], required=True)
+    ap.add_argument("--arch", choices=["qwen2", "qwen3", "phi3", "llama3", "gemma2"], required=True)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--bias-scale", type=float, default=0.5)
+    ap.add_argument("--attn-softcap", type=float, default=1.0)
+    ap.add_argument("--final-softcap", type=float, default=4.0)
     a = ap.parse_args()
     if not os.path.exists(a.src):
         print(f"make_arch_variant: {a.src} is absent", file=sys.stderr)
@@ -156,6 +167,19 @@ def main():
         for layer in range(n_layers):
             for part in ("q", "k"):
                 f32_tensor(f"blk.{layer}.attn_{part}_norm.weight", [rng.uniform(0.5, 1.5) for _ in range(head_dim)])
+    elif a.arch == "gemma2":  # post norms, sliding window, soft caps; the output is the embedding (no output.weight)
+        tensors[:] = [t for t in tensors if t[0] != "output.weight"]
+        for t in tensors:  # Gemma multiplies the embedding by sqrt(n_embd): stored divided, the model sees its own
+            if t[0] == "token_embd.weight" and t[2] == F32:
+                n = len(t[3]) // 4
+                t[3] = struct.pack(f"<{n}f", *(x / n_embd ** 0.5 for x in struct.unpack(f"<{n}f", t[3])))
+        for layer in range(n_layers):
+            for part in ("post_attention_norm", "post_ffw_norm"):
+                f32_tensor(f"blk.{layer}.{part}.weight", [rng.uniform(0.5, 1.5) for _ in range(n_embd)])
+        kvs.append(["gemma2.attention.sliding_window", 4, struct.pack("<I", 8)])
+        for key, cap in (("attn", a.attn_softcap), ("final", a.final_softcap)):
+            if cap > 0:
+                kvs.append([f"gemma2.{key}_logit_softcapping", 6, struct.pack("<f", cap)])
     elif a.arch == "phi3":  # fused attn_qkv (q, k, v rows) and ffn_up (gate rows, then up rows)
         named = {t[0]: t for t in tensors}
 

@@ -4,6 +4,7 @@
 
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,9 +79,9 @@ struct Biases {
 };
 
 // Plain float attention over decoded vectors: q [num_q][d] over tokens [first, limit). With `biases`, query
-// q_index0 + g gets their scores.
+// q_index0 + g gets their scores; softcap > 0 caps each score s (with its biases) at softcap * tanh(s / softcap).
 std::vector<float> FloatAttention(const TestCache& cache, const float* q, int num_q, int limit, int first = 0,
-                                  const Biases* biases = nullptr, int q_index0 = 0) {
+                                  const Biases* biases = nullptr, int q_index0 = 0, double softcap = 0.0) {
   const int d = cache.head_dim;
   std::vector<float> out(static_cast<size_t>(num_q) * d, 0.0f);
   for (int g = 0; g < num_q; ++g) {
@@ -94,6 +95,7 @@ std::vector<float> FloatAttention(const TestCache& cache, const float* q, int nu
         const size_t page = t / kPageTokens;  // TestCache pages are full except the last
         s[t] += biases->page[page][q_index0 + g] + (t % kPageTokens == 0 ? biases->first[page][q_index0 + g] : 0.0);
       }
+      if (softcap > 0) s[t] = softcap * std::tanh(s[t] / softcap);
       m = std::max(m, s[t]);
     }
     double l = 0;
@@ -140,7 +142,8 @@ void ExpectPrefillMatchesFloat(const TestCache& cache, const std::vector<float>&
   for (int r = 0; r < rows; ++r) {
     const int limit = std::min(first + r + 1, total);
     const int from = options.window > 0 ? std::max(0, limit - options.window) : 0;
-    std::vector<float> want = FloatAttention(cache, q.data() + r * group * d, group, limit, from, biases, r * group);
+    std::vector<float> want =
+        FloatAttention(cache, q.data() + r * group * d, group, limit, from, biases, r * group, options.softcap);
     std::vector<float> got(out.begin() + r * group * d, out.begin() + (r + 1) * group * d);
     EXPECT_LT(RelErr(got, want), 1e-5) << what << " row " << r;
   }
@@ -239,6 +242,45 @@ TEST(AttentionReference, PageAndFirstTokenCorrections) {
                   .ok());
   for (int g = 0; g < rows * group; ++g) {
     for (int i = 0; i < d; ++i) EXPECT_NEAR(pinned[g * d + i], plain.v_decoded[i], 1e-4);
+  }
+}
+
+// Gemma 2's score capping: each scaled score, with its corrections, becomes cap * tanh(s / cap) before the softmax.
+TEST(AttentionReference, SoftcapBendsScoresBeforeTheSoftmax) {
+  const int d = 64;
+  std::vector<std::pair<KvFormat, KvFormat>> formats = {
+      {KvFormat::kTq4, KvFormat::kTq4}, {KvFormat::kInt8, KvFormat::kF16}, {KvFormat::kTq3, KvFormat::kTq4}};
+  std::vector<int> lengths = {128, 128, 70};
+  TestCache cache(d, formats, lengths, 61, /*key_scale=*/4.0f);  // scores of several units: the cap bends them
+  const int rows = 4, group = 3, first = 320;
+  const Biases biases(3, rows * group, d, 62);
+  biases.Attach(cache.refs);
+  const std::vector<float> q = Queries(rows * group, d, 63);
+  AttentionOptions options;
+  options.skip_threshold = 0.0f;
+  for (float cap : {1.0f, 5.0f}) {
+    options.softcap = cap;
+    options.window = 0;
+    ExpectPrefillMatchesFloat(cache, q, rows, group, first, options, &biases, "softcap " + std::to_string(cap));
+    options.window = 100;
+    ExpectPrefillMatchesFloat(cache, q, rows, group, first, options, &biases, "softcap, window");
+  }
+  // The cap changes the output (a kernel that ignored it would fail the checks above).
+  std::vector<float> capped(q.size()), plain(q.size());
+  options.window = 0;
+  options.softcap = 1.0f;
+  ASSERT_TRUE(DecodeAttentionReference(cache.refs, d, q.data(), group, options, capped.data(), nullptr).ok());
+  options.softcap = 0.0f;
+  ASSERT_TRUE(DecodeAttentionReference(cache.refs, d, q.data(), group, options, plain.data(), nullptr).ok());
+  EXPECT_GT(RelErr(std::vector<float>(capped.begin(), capped.begin() + group * d),
+                   std::vector<float>(plain.begin(), plain.begin() + group * d)),
+            0.05);
+  for (float bad : {-1.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    options.softcap = bad;
+    EXPECT_EQ(DecodeAttentionReference(cache.refs, d, q.data(), group, options, capped.data(), nullptr).code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_EQ(DecodeAttention(cache.refs, d, q.data(), group, options, capped.data(), nullptr).code(),
+              StatusCode::kInvalidArgument);
   }
 }
 
@@ -400,9 +442,10 @@ TEST_P(AttentionSimd, CorrectionsMatchReference) {
       {KvFormat::kTq4, KvFormat::kTq3}, {KvFormat::kF16, KvFormat::kInt8}, {KvFormat::kTq3_5, KvFormat::kTq4}};
   std::vector<int> lengths = {128, 128, 45};
   TestCache cache(d, formats, lengths, 51, /*key_scale=*/2.0f);
-  for (int window : {0, 150}) {
+  for (int window : {0, 150, 1000}) {
     AttentionOptions options;
     options.window = window;
+    options.softcap = window == 1000 ? 2.0f : 0.0f;  // Gemma 2's score capping, with the corrections
     const int rows = 5, group = 4, first = 296;
     const Biases biases(3, rows * group, d, 52 + window);
     biases.Attach(cache.refs);

@@ -190,6 +190,52 @@ TEST(SequenceKvTest, F16PagesMatchF32) {
   EXPECT_LT(RelativeError("f16", "f16", 300, 5, 1), 2e-3);
 }
 
+// Gemma 2's score cap reaches the page kernels (after the key offsets' score biases) and the plain f32 rows alike:
+// f16 pages with the cap match f32 rows with it, for decode and prefill rows, and the cap changes the output.
+TEST(SequenceKvTest, SoftcapOnPagesMatchesPlainRows) {
+  const HParams hp = SmallModel();
+  auto layout = KvLayout::Create(hp, {"f16", "f16", 0});
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  auto store = KvPageStore::Open({}, (*layout)->class_page_bytes());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const int n = 300, rows = 3, group = 2, row = hp.n_kv_heads * hp.head_dim;
+  SequenceKv paged(*layout, n, store->get()), exact(hp, n);
+  std::mt19937_64 rng(17);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> offset(row), k(row), v(row);
+  for (float& o : offset) o = 3.0f * g(rng);  // keys with a per-channel offset, as real keys have
+  for (int pos = 0; pos < n; ++pos) {
+    for (int i = 0; i < row; ++i) {
+      k[i] = offset[i] + g(rng);
+      v[i] = g(rng);
+    }
+    for (int l = 0; l < hp.n_layers; ++l) {
+      ASSERT_TRUE(paged.Append(l, pos, k.data(), v.data()).ok());
+      ASSERT_TRUE(exact.Append(l, pos, k.data(), v.data()).ok());
+    }
+  }
+  std::vector<float> q(static_cast<size_t>(rows) * group * hp.head_dim);
+  for (float& x : q) x = 0.5f * g(rng);
+  auto diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double err = 0, ref = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      err += (a[i] - b[i]) * (a[i] - b[i]);
+      ref += b[i] * b[i];
+    }
+    return std::sqrt(err / ref);
+  };
+  std::vector<float> a(q.size()), b(q.size()), c(q.size());
+  for (int l = 0; l < hp.n_layers; ++l) {
+    for (int h = 0; h < hp.n_kv_heads; ++h) {
+      ASSERT_TRUE(paged.Attend(l, h, q.data(), rows, group, n - rows, a.data(), nullptr, nullptr, 0, 1.5f).ok());
+      ASSERT_TRUE(exact.Attend(l, h, q.data(), rows, group, n - rows, b.data(), nullptr, nullptr, 0, 1.5f).ok());
+      ASSERT_TRUE(exact.Attend(l, h, q.data(), rows, group, n - rows, c.data(), nullptr, nullptr, 0, 0.0f).ok());
+      EXPECT_LT(diff(a, b), 2e-3) << "layer " << l << " head " << h;
+      EXPECT_GT(diff(c, b), 0.05) << "layer " << l << " head " << h << ": the cap changes nothing here";
+    }
+  }
+}
+
 // Pages no tier has room for stay in the sequence (overflow) and attention reads them as it reads stored ones.
 // Before, the store took the page's bytes even when it refused it: the overflow copy was empty and attention
 // failed with "KV page 0 is not in the store" (found by bench decode beyond the tier budgets).

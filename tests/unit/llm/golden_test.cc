@@ -1,6 +1,7 @@
 // tqserve's tokenizer and forward pass against greedy continuations recorded from llama.cpp (tests/golden).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -40,7 +41,7 @@ class GoldenTest : public ::testing::TestWithParam<GoldenCase> {};
 
 std::string CaseName(const ::testing::TestParamInfo<GoldenCase>& param) {
   static const char* const kNames[] = {"stories260K", "SmolLM2", "Gemma3", "qwen2", "llama3_rope_scaling", "qwen3",
-                                      "phi3"};
+                                      "phi3",        "gemma2"};
   return kNames[param.index];
 }
 
@@ -133,7 +134,9 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenCase{Llama3VariantPath(),
                                                       "tests/golden/stories260K_llama3_greedy.json"},
                                            GoldenCase{VariantPath("qwen3"), "tests/golden/stories260K_qwen3_greedy.json"},
-                                           GoldenCase{VariantPath("phi3"), "tests/golden/stories260K_phi3_greedy.json"}),
+                                           GoldenCase{VariantPath("phi3"), "tests/golden/stories260K_phi3_greedy.json"},
+                                           GoldenCase{VariantPath("gemma2"),
+                                                      "tests/golden/stories260K_gemma2_greedy.json"}),
                          CaseName);
 
 // The RoPE scaling golden can fail: the divisors change stories260K's greedy continuations, so a forward pass that
@@ -171,6 +174,43 @@ TEST(Gemma3Test, SlidingWindowLayersAndWeights) {
   const LayerWeights& L = (*model)->weights().layers[0];
   EXPECT_TRUE(L.q_norm.present() && L.k_norm.present() && L.post_attn_norm.present() && L.post_ffn_norm.present());
   EXPECT_EQ(L.q_norm.cols, 256);
+}
+
+// Gemma 2's row and hyperparameters on the stories260K variant (fixture llm_gemma2_variant): alternating sliding
+// windows, both soft caps, post norms; the logits stay inside the final cap. The attention cap changes llama.cpp's
+// continuations (a golden recorded from the same file without attn_logit_softcapping differs), so the gemma2
+// golden case fails if the kernels ignore the cap.
+TEST(Gemma2Test, SoftCapsWindowsAndPostNorms) {
+  auto model = Model::Open(VariantPath("gemma2"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const HParams& hp = (*model)->hparams();
+  EXPECT_EQ(hp.arch->name, "gemma2");
+  EXPECT_EQ(hp.sliding_window, 8);
+  EXPECT_FLOAT_EQ(hp.attn_softcap, 1.0f);
+  EXPECT_FLOAT_EQ(hp.logit_softcap, 4.0f);
+  EXPECT_EQ(hp.attn_scale, 0.0f) << "only the 46-layer Gemma 2 (27B) scales by n_embd / n_heads";
+  for (int l = 0; l < hp.n_layers; ++l) {
+    EXPECT_EQ(hp.IsSlidingLayer(l), l % 2 == 0) << "layer " << l;
+    EXPECT_EQ(hp.RopeBase(l), hp.rope_base) << "layer " << l;
+    const LayerWeights& L = (*model)->weights().layers[l];
+    EXPECT_TRUE(L.post_attn_norm.present() && L.post_ffn_norm.present()) << "layer " << l;
+    EXPECT_FALSE(L.q_norm.present()) << "layer " << l;
+  }
+  ThreadPool pool(2);
+  SequenceKv kv(hp, 64);
+  std::vector<BatchToken> batch;
+  for (int i = 0; i < 20; ++i) batch.push_back({(i * 37 + 1) % hp.vocab_size, i, &kv, true, false, nullptr});
+  std::vector<float> logits;
+  ASSERT_TRUE((*model)->Forward(batch, pool, &logits).ok());
+  for (float z : logits) ASSERT_LT(std::abs(z), 4.0f);
+  const nlohmann::json capped = ReadJson("tests/golden/stories260K_gemma2_greedy.json");
+  const nlohmann::json uncapped = ReadJson("tests/golden/stories260K_gemma2_noattncap_greedy.json");
+  ASSERT_EQ(capped["cases"].size(), uncapped["cases"].size());
+  int differ = 0;
+  for (size_t i = 0; i < capped["cases"].size(); ++i) {
+    differ += capped["cases"][i]["greedy_ids"] != uncapped["cases"][i]["greedy_ids"];
+  }
+  EXPECT_GT(differ, 0) << "the attention cap does not change llama.cpp's continuations: the golden cannot see it";
 }
 
 }  // namespace
