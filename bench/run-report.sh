@@ -5,7 +5,7 @@
 #
 #   bench/run-report.sh [--quick] [--out DIR] [--redo SECTIONS]
 #
-#   --quick    few chunks, short contexts, no serving sweep (under 20 minutes on a 2-core machine)
+#   --quick    a smoke run: few configurations, chunks and contexts, no serving sweep (minutes)
 #   --out DIR  write DIR/benchmarks.md and DIR/benchmarks/ instead of docs/ (tests use a temporary directory)
 #   --redo S   measure only the comma-separated sections S again (quality, quality_llama, quality_gemma, niah,
 #              memory, speed, serving) into the existing DIR/benchmarks/report.json, keep the rest, and render;

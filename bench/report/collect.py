@@ -49,17 +49,22 @@ NIAH_CONFIGS = [("f16", "f16", "f16"), ("tq4", "tq4", "tq4"), ("tq3", "tq3", "tq
                 ("int8-K tq4-V", "int8", "tq4")]
 
 SETTINGS = {
-    "quick": {"ctx": 512, "chunks": 2, "long_ctx": 4096, "long_chunks": 1, "long_configs": 2,
+    # quick: a smoke run of every section's code path (~4 minutes on the 2-core Zen 1 VM; the full run's 13
+    # presets.py rows, 6 extra rows and 2 long rows at 4096 took 11 minutes there).
+    "quick": {"ctx": 512, "chunks": 2, "long_ctx": 2048, "long_chunks": 1, "long_configs": 1,
+              "preset_configs": ["uniform f16", "uniform tq4", "uniform tq3", "longdoc", "auto"],
+              "extra_configs": ["preset 6x (tq3c/tq2c)"],
               "gemma_ctx": 1024, "gemma_chunks": 1, "gemma_tq": ["f16/f16", "tq4/tq4"],
               "gemma_llama": ["f16/f16", "q4_0/q4_0"],
               "llama_kv": ["f16/f16", "q8_0/q8_0", "q4_0/q4_0"], "tq_vs_llama": ["f16/f16", "int8/int8", "tq4/tq4"],
-              "niah_lengths": [512, 1024], "niah_depths": [0.0, 0.5, 1.0], "niah_trials": 1, "niah_configs": 3,
-              "decode_ctx": [512, 1024, 2048], "decode_steps": 8, "decode_rounds": 2, "cold_steps": 8, "cold_rounds": 2,
+              "niah_lengths": [512, 1024], "niah_depths": [0.0, 0.5, 1.0], "niah_trials": 1, "niah_configs": 2,
+              "decode_ctx": [512, 1024], "decode_steps": 8, "decode_rounds": 2, "cold_steps": 8, "cold_rounds": 2,
               "llama_decode_formats": ["f16", "q8_0", "q4_0"], "vs_llama_reps": 2,
               "formats_vectors": 2000, "attention": ["--ctx", "2048", "--working-set-mib", "64", "--rounds", "2",
                                                      "--min-seconds", "0.05"],
               "encode": ["--min-seconds", "0.05", "--decode-ctx", "0"], "serving": False, "extra": True},
     "full": {"ctx": 512, "chunks": 8, "long_ctx": 4096, "long_chunks": 2, "long_configs": 4,
+             "preset_configs": None, "extra_configs": None,
              "gemma_ctx": 1024, "gemma_chunks": 4, "gemma_tq": ["f16/f16", "int8/int8", "tq4/tq4", "tq3/tq3"],
              "gemma_llama": ["f16/f16", "q8_0/q8_0", "q4_0/q4_0"],
              "llama_kv": ["f16/f16", "q8_0/q8_0", "q5_0/q5_0", "q4_1/q4_1", "q4_0/q4_0", "iq4_nl/iq4_nl"],
@@ -152,11 +157,13 @@ def section_quality(a, s, rep):
     q["profile"] = "calibrated on the same chunks (tqserve calibrate)"
     rows = run_json([sys.executable, os.path.join(ROOT, "bench/quality/presets.py"), "--tqserve", a.tqserve,
                      "--model", a.model, "--file", a.text, "--ctx", str(s["ctx"]), "--chunks", str(s["chunks"]),
-                     "--threads", str(a.threads), "--profile-concentration", profile, "--json"])
+                     "--threads", str(a.threads), "--profile-concentration", profile, "--json"]
+                    + (["--configs", ",".join(s["preset_configs"])] if s["preset_configs"] else []))
     for r in rows:
         r["source"] = "presets.py"
     save(a, rep)
-    for name, flags in EXTRA_CONFIGS if s["extra"] else []:
+    extra = [c for c in EXTRA_CONFIGS if s["extra_configs"] is None or c[0] in s["extra_configs"]]
+    for name, flags in extra if s["extra"] else []:
         r = kld(a, flags, s["ctx"], s["chunks"], profile)
         r["config"], r["source"] = name, "tqserve eval kld"
         rows.append(r)

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <unordered_map>
 
 #include "engine/llm/lora.h"
@@ -209,7 +210,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   e->stats_.kv_store = e->store_->Stats();  // before the first step: tiers, and why an optional cold tier is off
   e->stats_.kv_bits_per_value = e->kv_layout_->bits_per_value();
   e->pool_ = std::make_unique<ThreadPool>(options.threads);
-  e->path_ = gpu ? MakeGpuPath(std::move(gpu)) : MakeCpuPath(*e->model_, *e->pool_, *e->store_, e->kv_layout_);
+  e->path_ = gpu ? MakeGpuPath(std::move(gpu)) : MakeCpuPath(*e->model_, *e->pool_, e->kv_layout_);
   e->thread_ = std::thread([raw = e.get()] { raw->Loop(); });
   for (const LoraSpec& l : options.loras) TQ_RETURN_IF_ERROR(e->LoadLora(l.name, l.path, l.scale));
   return e;
@@ -430,7 +431,7 @@ void Engine::Admit() {
       Sequence& w = *waiting_.front();
       KvNeed need = reserved;
       need += path_->Need(0, w.prefill_end(), pass);
-      if (!path_->Fits(need)) {
+      if (!store_->Fits(need.pages)) {
         if (cache_ && cache_->EvictOne(Clock::now())) continue;  // cached prefixes go before requests wait
         if (!running_.empty()) break;  // wait for running sequences to finish
         rejected.push_back(std::move(waiting_.front()));  // alone and still too big: it can never run
@@ -451,7 +452,10 @@ void Engine::Admit() {
   }
   for (auto& seq : rejected) {
     const KvNeed need = path_->Need(0, seq->prefill_end(), options_.max_batch_tokens);
-    Finish(*seq, FinishReason::kError, ResourceExhaustedError("the prompt's KV (" + path_->NoRoom(need) + ")"));
+    const uint64_t pages = need.pages[0] + need.pages[1] + need.pages[2];
+    Finish(*seq, FinishReason::kError,
+           ResourceExhaustedError("the prompt's KV (" + std::to_string(pages) +
+                                  " pages) does not fit the KV tier budgets (" + store_->Describe() + ")"));
   }
 }
 
@@ -601,7 +605,7 @@ bool Engine::Step() {
       pages += path_->Need(seq->n_computed, chunk, chunk);
       budget -= chunk;
     }
-    if (path_->Fits(pages)) break;
+    if (store_->Fits(pages.pages)) break;
     if (cache_ && cache_->EvictOne(Clock::now())) continue;  // cached prefixes go before running sequences
     if (!PreemptNewest()) break;
   }

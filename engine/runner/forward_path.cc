@@ -13,16 +13,10 @@ KvNeed& KvNeed::operator+=(const KvNeed& o) {
 
 namespace {
 
-std::string NoRoomIn(const KvPageStore& store, const KvNeed& need) {
-  return std::to_string(need.pages[0] + need.pages[1] + need.pages[2]) +
-         " pages) does not fit the KV tier budgets (" + store.Describe();
-}
-
 class CpuPath final : public ForwardPath {
  public:
-  CpuPath(const Model& model, ThreadPool& pool, const KvPageStore& store,
-          const std::shared_ptr<const KvLayout>& layout)
-      : model_(model), pool_(pool), store_(store), layout_(layout) {}
+  CpuPath(const Model& model, ThreadPool& pool, const std::shared_ptr<const KvLayout>& layout)
+      : model_(model), pool_(pool), layout_(layout) {}
 
   bool on_gpu() const override { return false; }
   Status Supports(bool, bool) const override { return Status::Ok(); }
@@ -31,8 +25,6 @@ class CpuPath final : public ForwardPath {
     need.pages = PagesForTokens(*layout_, have, n, max_pass);
     return need;
   }
-  bool Fits(const KvNeed& need) const override { return store_.Fits(need.pages); }
-  std::string NoRoom(const KvNeed& need) const override { return NoRoomIn(store_, need); }
   Status Forward(const std::vector<BatchToken>& batch, const std::vector<PathKv*>&, std::vector<float>* logits,
                  std::vector<float>* hidden) override {
     return model_.Forward(batch, pool_, logits, hidden);
@@ -41,14 +33,13 @@ class CpuPath final : public ForwardPath {
  private:
   const Model& model_;
   ThreadPool& pool_;
-  const KvPageStore& store_;
   const std::shared_ptr<const KvLayout>& layout_;
 };
 
 class GpuPath final : public ForwardPath {
  public:
   explicit GpuPath(std::unique_ptr<gpu::Backend> backend)
-      : gpu_(std::move(backend)), store_(gpu_->store()), class_pairs_(gpu_->class_pairs()) {}
+      : gpu_(std::move(backend)), class_pairs_(gpu_->class_pairs()) {}
 
   bool on_gpu() const override { return true; }
   Status Supports(bool embed, bool lora) const override {
@@ -65,8 +56,6 @@ class GpuPath final : public ForwardPath {
     for (int c = 0; c < 3; ++c) need.pages[c] = filled * class_pairs_[c];
     return need;
   }
-  bool Fits(const KvNeed& need) const override { return store_->Fits(need.pages); }
-  std::string NoRoom(const KvNeed& need) const override { return NoRoomIn(*store_, need); }
   // The GPU runs one sequence's run of consecutive tokens at a time (a step lists each sequence's tokens
   // together, and only its last one may want logits).
   Status Forward(const std::vector<BatchToken>& batch, const std::vector<PathKv*>& kvs, std::vector<float>* logits,
@@ -94,17 +83,17 @@ class GpuPath final : public ForwardPath {
     }
     return Status::Ok();
   }
+
  private:
   std::unique_ptr<gpu::Backend> gpu_;
-  std::shared_ptr<const KvPageStore> store_;
   std::array<uint64_t, 3> class_pairs_;
 };
 
 }  // namespace
 
-std::unique_ptr<ForwardPath> MakeCpuPath(const Model& model, ThreadPool& pool, const KvPageStore& store,
+std::unique_ptr<ForwardPath> MakeCpuPath(const Model& model, ThreadPool& pool,
                                          const std::shared_ptr<const KvLayout>& layout) {
-  return std::make_unique<CpuPath>(model, pool, store, layout);
+  return std::make_unique<CpuPath>(model, pool, layout);
 }
 
 std::unique_ptr<ForwardPath> MakeGpuPath(std::unique_ptr<gpu::Backend> backend) {

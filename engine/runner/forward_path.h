@@ -1,7 +1,7 @@
 // Where a step's forward pass runs, as the scheduler sees it: the CPU (the model on the thread pool) or the GPU
 // (gpu::Backend). On both the KV pages are in one page store, the engine's: RAM arenas and disk on the CPU, the
 // backend's device, pinned and disk tiers on the GPU. The engine asks what KV tokens need, whether it fits the
-// store and runs a batch; it does not branch on which path it has.
+// store (the engine asks the store itself) and runs a batch; it does not branch on which path it has.
 //
 // Threading: the engine thread's.
 #pragma once
@@ -40,9 +40,6 @@ class ForwardPath {
   virtual Status Supports(bool embed, bool lora) const = 0;
   // KV for tokens [have, have + n) of one sequence, run in passes of at most max_pass tokens.
   virtual KvNeed Need(int have, int n, int max_pass) const = 0;
-  virtual bool Fits(const KvNeed& need) const = 0;
-  // Why `need` does not fit, for a request that can never run: "12 pages) does not fit the KV tier budgets (...)".
-  virtual std::string NoRoom(const KvNeed& need) const = 0;
   // One forward pass over the batch. kvs[i] is the path KV of batch[i]'s sequence (tokens of one sequence are
   // consecutive and share it). logits: the rows of the tokens that want them, in batch order; hidden: likewise.
   virtual Status Forward(const std::vector<BatchToken>& batch, const std::vector<PathKv*>& kvs,
@@ -50,7 +47,7 @@ class ForwardPath {
 };
 
 // `layout` is the engine's current layout, read at each call (online adaptation replaces it between steps).
-std::unique_ptr<ForwardPath> MakeCpuPath(const Model& model, ThreadPool& pool, const KvPageStore& store,
+std::unique_ptr<ForwardPath> MakeCpuPath(const Model& model, ThreadPool& pool,
                                          const std::shared_ptr<const KvLayout>& layout);
 // The store is backend->store(), which the engine holds as its own.
 std::unique_ptr<ForwardPath> MakeGpuPath(std::unique_ptr<gpu::Backend> backend);

@@ -2,11 +2,12 @@
 failures=0
 pass() { echo "ok   - $*"; }
 fail() { echo "FAIL - $*"; failures=$((failures + 1)); }
-# expect_rc WANT DESCRIPTION -- command...
+# expect_rc WANT DESCRIPTION -- command... (the line says the seconds it took: where a slow test spends its time)
 expect_rc() {
-  local want=$1 what=$2; shift 3
+  local want=$1 what=$2 t0=$SECONDS; shift 3
   set +e; out=$("$@" 2>&1); rc=$?; set -e
-  if [ "$rc" = "$want" ]; then pass "$what (exit $rc)"; else fail "$what: exit $rc, want $want; output: $out"; fi
+  if [ "$rc" = "$want" ]; then pass "$what (exit $rc, $((SECONDS - t0)) s)"
+  else fail "$what: exit $rc, want $want, $((SECONDS - t0)) s; output: $out"; fi
 }
 # expect_out SUBSTRING DESCRIPTION: checks $out from the last expect_rc.
 expect_out() {
