@@ -62,7 +62,7 @@ SETTINGS = {
               "llama_decode_formats": ["f16", "q8_0", "q4_0"], "vs_llama_reps": 2,
               "formats_vectors": 2000, "attention": ["--ctx", "2048", "--working-set-mib", "64", "--rounds", "2",
                                                      "--min-seconds", "0.05"],
-              "encode": ["--min-seconds", "0.05", "--decode-ctx", "0"], "serving": False, "extra": True},
+              "encode": ["--min-seconds", "0.05", "--decode-ctx", "0"], "serving": False},
     "full": {"ctx": 512, "chunks": 8, "long_ctx": 4096, "long_chunks": 2, "long_configs": 4,
              "preset_configs": None, "extra_configs": None,
              "gemma_ctx": 1024, "gemma_chunks": 4, "gemma_tq": ["f16/f16", "int8/int8", "tq4/tq4", "tq3/tq3"],
@@ -75,8 +75,7 @@ SETTINGS = {
              # swung 0.86-1.09x between presets on the shared VM; 24 steps x 6 rounds held within a few percent.
              "cold_steps": 24, "cold_rounds": 6,
              "llama_decode_formats": ["f16", "q8_0", "q4_0"], "vs_llama_reps": 5, "formats_vectors": 20000,
-             "attention": ["--ctx", "8192", "--working-set-mib", "512"], "encode": [], "serving": True,
-             "extra": True},
+             "attention": ["--ctx", "8192", "--working-set-mib", "512"], "encode": [], "serving": True},
 }
 BUDGET_MIB = int(os.environ.get("TQSERVE_REPORT_BUDGET_MIB", "256"))
 
@@ -162,8 +161,7 @@ def section_quality(a, s, rep):
     for r in rows:
         r["source"] = "presets.py"
     save(a, rep)
-    extra = [c for c in EXTRA_CONFIGS if s["extra_configs"] is None or c[0] in s["extra_configs"]]
-    for name, flags in extra if s["extra"] else []:
+    for name, flags in [c for c in EXTRA_CONFIGS if s["extra_configs"] is None or c[0] in s["extra_configs"]]:
         r = kld(a, flags, s["ctx"], s["chunks"], profile)
         r["config"], r["source"] = name, "tqserve eval kld"
         rows.append(r)

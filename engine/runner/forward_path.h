@@ -1,7 +1,7 @@
 // Where a step's forward pass runs, as the scheduler sees it: the CPU (the model on the thread pool) or the GPU
 // (gpu::Backend). On both the KV pages are in one page store, the engine's: RAM arenas and disk on the CPU, the
-// backend's device, pinned and disk tiers on the GPU. The engine asks what KV tokens need, whether it fits the
-// store (the engine asks the store itself) and runs a batch; it does not branch on which path it has.
+// backend's device, pinned and disk tiers on the GPU. The engine asks the path what KV tokens need (and the store
+// whether that fits) and runs a batch; it does not branch on which path it has.
 //
 // Threading: the engine thread's.
 #pragma once

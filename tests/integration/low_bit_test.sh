@@ -48,14 +48,16 @@ for c in "${cases[@]}"; do
   unset kld
 
   [ "$name" = gemma3 ] || continue
-  found=0
+  found=0 asked=0
   for run in "4096 0 0.5 1" "8000 0.5"; do
     read -r length depths <<<"$run"
     expect_rc 0 "gemma3: eval niah 6x at $length" -- "$bin" eval niah -m "$model" -f "$text" --lengths "$length" \
       --depths $depths --trials 1 -t 2 --kv-preset 6x --json
     n=$(field "sum(c['found'] for c in d['cells'])" <<<"$out" 2>/dev/null || echo 0)
     found=$((found + n))
+    asked=$((asked + $(field "sum(c['trials'] for c in d['cells'])" <<<"$out" 2>/dev/null || echo 0)))
   done
+  [ "$asked" = 4 ] && pass "gemma3 6x: 4 needles asked" || fail "gemma3 6x: $asked needles asked, want 4"
   [ "$found" = 4 ] && pass "gemma3 6x: 4 of 4 needles found" || fail "gemma3 6x: $found of 4 needles found"
 done
 finish
