@@ -220,7 +220,7 @@ int64_t MatMulScratchBytes(const MatMulArgs& args) {
 }
 
 void PrepareActivations(const MatMulArgs& args, int64_t b_begin, int64_t b_end, uint8_t* acts) {
-  if (IsQ8PathType(args.type)) QuantizeActivationsQ8(args.type, args.x, args.cols, b_begin, b_end, acts);
+  if (IsQ8PathType(args.type)) QuantizeActivationsQ8(args.x, args.cols, b_begin, b_end, acts);
 }
 
 void MatMulRows(const MatMulArgs& args, const uint8_t* acts, int64_t row_begin, int64_t row_end, uint8_t* scratch) {

@@ -6,8 +6,8 @@
 // A product runs in two phases so that several threads can share the first:
 //   1. PrepareActivations converts X once per product. Block-quantized weights (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
 //      Q6_K) multiply 8-bit activations: each block of 32 values of X becomes int8 codes and an f32 scale
-//      (x ~ d * q, |q| <= 127), so the products are integer dot products per block, scaled once per block. For
-//      the K-quants the scale is shared by the 256 values of a super-block (as llama.cpp's Q8_K).
+//      (x ~ d * q, |q| <= 127), so the products are integer dot products per block, scaled once per block (the
+//      K-quants too: a scale per 32 values, finer than llama.cpp's Q8_K, which shares one over 256).
 //      Float weights (F32, F16, BF16) multiply X as it is and need no prepared activations (0 bytes).
 //   2. MatMulRows computes a range of rows, kMatMulRowTile rows at a time against up to 4 activation rows held
 //      in registers. Small batches (decode, <= 4 rows of X) of Q8_0 / Q4_0 / Q4_1 / Q5_0 (and Q4_K / Q6_K on
@@ -18,7 +18,7 @@
 // scalar integer code (matmul_q8.cc). The float path is portable Highway code. The SIMD target is chosen once
 // per call by Highway's dynamic dispatch (the call covers a whole block of rows).
 // Accuracy against DotRowRef (kernels/weights/weight_ref.h): float weights, f32 rounding only; quantized weights,
-// additionally the activation rounding, at most sum over activation blocks (32 values, 256 for the K-quants) of
+// additionally the activation rounding, at most sum over activation blocks of 32 values of
 // (amax(x block) / 254) * sum |w| in the block.
 #pragma once
 

@@ -121,8 +121,8 @@ inline float AbsMax(const float* x, int64_t n) {
   return hn::GetLane(hn::MaxOfLanes(df, vmax));
 }
 
-// `group` blocks of 32 share one scale: 1, or 8 (a K-quant super-block; cols is then a multiple of 256).
-void QuantizeRows(const float* x, int64_t cols, int64_t b_begin, int64_t b_end, int64_t group, uint8_t* acts) {
+// Every block of 32 values of x gets its own scale, for every weight type.
+void QuantizeRows(const float* x, int64_t cols, int64_t b_begin, int64_t b_end, uint8_t* acts) {
   const int64_t nb = cols / 32, stride = Q8ActivationStride(cols);
   for (int64_t b = b_begin; b < b_end; ++b) {
     const float* xr = x + b * cols;
@@ -130,16 +130,14 @@ void QuantizeRows(const float* x, int64_t cols, int64_t b_begin, int64_t b_end, 
     auto* q = reinterpret_cast<int8_t*>(rec);
     auto* d = reinterpret_cast<float*>(rec + cols);
     float* s = d + nb;
-    for (int64_t g = 0; g < nb; g += group) {
-      const float amax = AbsMax(xr + 32 * g, 32 * group);
-      for (int64_t blk = g; blk < g + group; ++blk) {
-        int32_t sum[2];
-        QuantizeBlock(xr + 32 * blk, amax, q + 32 * blk, sum);
-        d[blk] = amax / 127.0f;
-        s[2 * blk] = d[blk] * static_cast<float>(sum[0]);
-        s[2 * blk + 1] = d[blk] * static_cast<float>(sum[1]);
-        s[2 * nb + blk] = d[blk] * static_cast<float>(sum[0] + sum[1]);
-      }
+    for (int64_t blk = 0; blk < nb; ++blk) {
+      const float amax = AbsMax(xr + 32 * blk, 32);
+      int32_t sum[2];
+      QuantizeBlock(xr + 32 * blk, amax, q + 32 * blk, sum);
+      d[blk] = amax / 127.0f;
+      s[2 * blk] = d[blk] * static_cast<float>(sum[0]);
+      s[2 * blk + 1] = d[blk] * static_cast<float>(sum[1]);
+      s[2 * nb + blk] = d[blk] * static_cast<float>(sum[0] + sum[1]);
     }
   }
 }
@@ -869,15 +867,10 @@ bool IsQ8PathType(WeightType type) {
 
 int64_t Q8ActivationStride(int64_t cols) { return (cols + (cols / 32) * 16 + 63) / 64 * 64; }
 
-int64_t Q8ScaleGroup(WeightType type) {
-  return type == WeightType::kQ4_K || type == WeightType::kQ5_K || type == WeightType::kQ6_K ? kQkK / 32 : 1;
-}
-
 int64_t Q8ScratchBytes(int64_t cols) { return q8::kR * std::max(q8::PanelRowBytes(cols), q8::KPanelRowBytes(cols)); }
 
-void QuantizeActivationsQ8(WeightType type, const float* x, int64_t cols, int64_t b_begin, int64_t b_end,
-                           uint8_t* acts) {
-  HWY_DYNAMIC_DISPATCH(QuantizeRows)(x, cols, b_begin, b_end, Q8ScaleGroup(type), acts);
+void QuantizeActivationsQ8(const float* x, int64_t cols, int64_t b_begin, int64_t b_end, uint8_t* acts) {
+  HWY_DYNAMIC_DISPATCH(QuantizeRows)(x, cols, b_begin, b_end, acts);
 }
 
 void MatMulRowsQ8(const MatMulArgs& args, const uint8_t* acts, int64_t row_begin, int64_t row_end,

@@ -6,10 +6,10 @@
 //
 // Memory order as DirectTile's: each row start to end, kStreamAhead bytes prefetched ahead (PrefetchLines).
 //
-// Activation records (matmul_q8.h): int8 q[cols], then f32 d[nb], s[2 nb], sb[nb] with nb = cols / 32 (d is the
-// same for the 8 blocks of a super-block). Per token t and weight row r the tiles sum, over super-blocks of 256:
-//   Q4_K  sub-block j of 32: d*sc_j * dx * (c . q) - dmin*m_j * s_h                (c in 0..15, h its halves)
-//   Q6_K  sub-block k of 16: d*sc_k * dx * (c . q) - 32*d*sc_k * s_k               (c in 0..63)
+// Activation records (matmul_q8.h): int8 q[cols], then f32 d[nb], s[2 nb], sb[nb] with nb = cols / 32. Per token
+// t and weight row r the tiles sum, over super-blocks of 256 (dx_b the scale of the block of 32 the codes are in):
+//   Q4_K  sub-block j of 32: d*sc_j * dx_b * (c . q) - dmin*m_j * s_h              (c in 0..15, h its halves)
+//   Q6_K  sub-block k of 16: d*sc_k * dx_b * (c . q) - 32*d*sc_k * s_k             (c in 0..63)
 // with the integer dots in int32 lanes of 4 codes (dpbusd), scaled per lane and accumulated in f32, in the order
 // of the panel tiles of the same target (TileK on AVX-512, Tile on AVX2), so that a row's result does not depend
 // on which tile, and so on which batch, computed it.
@@ -46,21 +46,29 @@ inline float SumMinLanes(__m512 v) {
   return hn::GetLane(hn::SumOfLanes(df, hn::Vec512<float>{v}));
 }
 
-// One token's products over a super-block: the 4 chunk dots (64 codes each, element order) times d*sc per lane,
-// chained mul then fma. TileK (matmul_q8_panel_k-inl.h) uses it too: the order both tiles must share.
-inline __m512 SuperBlockDot(const __m512i c[4], const __m512 sv[4], const uint8_t* x) {
-  __m512 sum = _mm512_mul_ps(_mm512_cvtepi32_ps(DotQuads512(c[0], _mm512_loadu_si512(x))), sv[0]);
+// Chunk i's 16 lanes of the record's 8 block scales dx of a super-block (dxs = &d[8 s]): lanes 0-7 cover block
+// 2i, lanes 8-15 block 2i + 1 (both tiles lay out a chunk of 64 codes in that order).
+inline __m512 ChunkDx(const float* dxs, int i) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(dxs[2 * i])), _mm256_set1_ps(dxs[2 * i + 1]), 1);
+}
+
+// One token's products over a super-block: the 4 chunk dots (64 codes each, element order) times d*sc*dx per
+// lane, chained mul then fma. TileK (matmul_q8_panel_k-inl.h) uses it too: the order both tiles must share.
+inline __m512 SuperBlockDot(const __m512i c[4], const __m512 sv[4], const uint8_t* x, const float* dxs) {
+  __m512 sum = _mm512_mul_ps(_mm512_cvtepi32_ps(DotQuads512(c[0], _mm512_loadu_si512(x))),
+                             _mm512_mul_ps(sv[0], ChunkDx(dxs, 0)));
   for (int i = 1; i < 4; ++i) {
-    sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotQuads512(c[i], _mm512_loadu_si512(x + 64 * i))), sv[i], sum);
+    sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotQuads512(c[i], _mm512_loadu_si512(x + 64 * i))),
+                          _mm512_mul_ps(sv[i], ChunkDx(dxs, i)), sum);
   }
   return sum;
 }
 
 // Both K tiles do TileK's float arithmetic (matmul_q8_panel_k-inl.h) on the same values in the same order: per
-// super-block the 4 chunk dots times d*sc per lane, chained mul then fma, the chain times the record's dx in one
-// fma into the accumulator; the min terms (-dmin*m per half-block, or -32*d*sc per 16 elements) fma'd lane-wise
-// with the half-block sums in a second accumulator summed as MinTerm sums it. So a row's result is bit for bit
-// the panel's, whatever the batch (MatMulTest.DirectAndPanelTilesAgreeBitwise).
+// super-block the 4 chunk dots times d*sc*dx per lane (SuperBlockDot), added to the accumulator; the min terms
+// (-dmin*m per half-block, or -32*d*sc per 16 elements) fma'd lane-wise with the half-block sums in a second
+// accumulator summed as MinTerm sums it. So a row's result is bit for bit the panel's, whatever the batch
+// (MatMulTest.DirectAndPanelTilesAgreeBitwise).
 
 // Q4_K: 144-byte super-blocks: d, dmin (f16), 12 scale bytes, qs[128]. qs bytes [32i, 32i + 32) hold sub-block 2i
 // in their low nibbles and 2i + 1 in their high nibbles: chunk i of 64 codes (elements [64i, 64i + 64)) is those
@@ -97,8 +105,7 @@ void DirectTileQ4K(const uint8_t* const* w, int64_t cols, const uint8_t* acts, i
         sv[i] = _mm512_permutexvar_ps(_mm512_add_epi32(k4_lanes, _mm512_set1_epi32(2 * i)), dsc);
       }
       for (int t = 0; t < kT; ++t) {
-        const __m512 sum = SuperBlockDot(c, sv, acts + t * stride + 256 * s);
-        acc[t] = _mm512_fmadd_ps(sum, _mm512_set1_ps(dx[t][8 * s]), acc[t]);
+        acc[t] = _mm512_add_ps(acc[t], SuperBlockDot(c, sv, acts + t * stride + 256 * s, dx[t] + 8 * s));
         min_acc[t] = _mm512_fmadd_ps(mn, _mm512_loadu_ps(dx[t] + nb + 16 * s), min_acc[t]);
       }
     }
@@ -148,8 +155,7 @@ void DirectTileQ6K(const uint8_t* const* w, int64_t cols, const uint8_t* acts, i
         sv[i] = _mm512_permutexvar_ps(_mm512_add_epi32(k6_lanes, _mm512_set1_epi32(4 * i)), dsc);
       }
       for (int t = 0; t < kT; ++t) {
-        const __m512 sum = SuperBlockDot(c, sv, acts + t * stride + 256 * s);
-        acc[t] = _mm512_fmadd_ps(sum, _mm512_set1_ps(dx[t][8 * s]), acc[t]);
+        acc[t] = _mm512_add_ps(acc[t], SuperBlockDot(c, sv, acts + t * stride + 256 * s, dx[t] + 8 * s));
         min_acc[t] = _mm512_fmadd_ps(mn, _mm512_loadu_ps(dx[t] + nb + 16 * s), min_acc[t]);
       }
     }

@@ -4,13 +4,10 @@
 // DotQuads512, UnpackK4, UnpackQ6K, UnpackK4Scales and MinTerm from there, and SuperBlockDot from the direct K
 // tiles (whose sums must equal these).
 //
-// The activations of these types share one scale dx per super-block of 256 (matmul_q8.h), so the scale factors
-// out of a super-block: for weight row r and token t,
-//   sum over the super-block's 4 chunks of 64 codes of (c . q per 4 codes, 16 int32 lanes) * (d * sc per lane)
-// is summed in a register and multiplied by dx once. Per 64 codes and token that is a dot, a conversion and a
-// multiply-add; the block-32 panel (Tile) needs a multiply more for the per-block d * dx, and on AVX-512 cores
-// that run 512-bit float ops at one a cycle the float ops are the bound. The mins (Q4_K / Q5_K) and Q6_K's
-// offset of 32 stay a float term per half-block, added once per row and token (MinTerm).
+// Per weight row r and token t, a super-block's 4 chunks of 64 codes give (c . q per 4 codes, 16 int32 lanes)
+// times (d * sc * dx per lane, dx the scale of the activation block of 32 the lane is in), chained in a register
+// and added to the row's accumulator (SuperBlockDot, shared with the direct K tiles). The mins (Q4_K / Q5_K) and
+// Q6_K's offset of 32 stay a float term per half-block, added once per row and token (MinTerm).
 //
 // Panel row (q8::KPanelRowBytes(cols) bytes, nb = cols / 32):
 //   u8    c[cols]         codes in element order
@@ -84,8 +81,7 @@ void TileK(const uint8_t* panel, int64_t cols, const uint8_t* acts, int64_t stri
         sv[i] = _mm512_loadu_ps(svs + 16 * i);
       }
       for (int t = 0; t < kT; ++t) {
-        const __m512 sum = SuperBlockDot(c, sv, acts + t * stride + kQkK * s);
-        acc[r][t] = _mm512_fmadd_ps(sum, _mm512_set1_ps(dx[t][8 * s]), acc[r][t]);
+        acc[r][t] = _mm512_add_ps(acc[r][t], SuperBlockDot(c, sv, acts + t * stride + kQkK * s, dx[t] + 8 * s));
       }
     }
   }
