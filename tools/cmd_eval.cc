@@ -2,11 +2,15 @@
 // divergence against a reference configuration on the same chunks.
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "engine/eval/niah.h"
 #include "engine/eval/perplexity.h"
+#include "engine/kv/kv_cache.h"
 #include "tools/commands.h"
 #include "tools/model_args.h"
 #include "common/progress.h"
@@ -21,7 +25,36 @@ struct EvalArgs {
   int chunks = 0;
   bool json = false;
   std::string ref_k = "f16", ref_v = "f16";
+  std::string dump_rows;  // kld: file of every coded page's rows, rotated (DumpRowsTo)
 };
+
+// Writes every row a coded KV format encodes to `path`, as records of int32 layer, kv head, side (0 = K, 1 = V),
+// head_dim, then f32 y[head_dim]: the row in the codec's rotated domain (KvCodec::ToRotated), not normalized.
+// Rows of a page come in position order, a page at a time per (layer, head, side). Returns a closer that removes
+// the observer and closes the file (call it after the last sequence is gone).
+StatusOr<std::function<Status()>> DumpRowsTo(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return InvalidArgumentError("cannot write --dump-rows file " + path);
+  auto mu = std::make_shared<std::mutex>();
+  engine::SetPageRowsObserver([f, mu](int layer, int head, int kv, const kernels::KvCodec& codec, const float* rows,
+                                      int n) {
+    const int d = codec.head_dim();
+    std::vector<float> y(static_cast<size_t>(d));
+    const int32_t header[4] = {layer, head, kv, d};
+    std::lock_guard<std::mutex> lock(*mu);
+    for (int t = 0; t < n; ++t) {
+      codec.ToRotated(rows + static_cast<size_t>(t) * d, y.data());
+      std::fwrite(header, sizeof header, 1, f);
+      std::fwrite(y.data(), sizeof(float), y.size(), f);
+    }
+  });
+  return std::function<Status()>([f, path] {
+    engine::SetPageRowsObserver(nullptr);
+    const bool failed = std::ferror(f) != 0;
+    if (std::fclose(f) != 0 || failed) return InternalError("writing --dump-rows file " + path + " failed");
+    return Status::Ok();
+  });
+}
 
 nlohmann::json PplJson(const engine::PplResult& r) {
   return {{"ppl", r.ppl}, {"ppl_stderr", r.ppl_stderr}, {"tokens", r.tokens}, {"chunks", r.chunks},
@@ -77,7 +110,19 @@ int Run(const EvalArgs& a, bool kld) {
     }
     return kExitOk;
   }
+  std::function<Status()> close_dump;
+  if (!a.dump_rows.empty()) {
+    auto closer = DumpRowsTo(a.dump_rows);
+    if (!closer.ok()) {
+      std::fprintf(stderr, "tqserve eval kld: %s\n", closer.status().ToString().c_str());
+      return kExitFailure;
+    }
+    close_dump = std::move(*closer);
+  }
   auto r = engine::KlDivergence(*model, *tok, text, o, pool, progress);
+  if (close_dump) {
+    if (Status closed = close_dump(); !closed.ok() && r.ok()) r = closed;
+  }
   if (!r.ok()) {
     std::fprintf(stderr, "tqserve eval kld: %s\n", r.status().ToString().c_str());
     return kExitFailure;
@@ -204,6 +249,10 @@ Command AddEvalCommand(CLI::App& parent) {
   niah->add_flag("--json", niah_args.json, "Print one JSON object");
   kld->add_option("--ref-kv-k", kld_args.ref_k, "Reference K format (default f16)");
   kld->add_option("--ref-kv-v", kld_args.ref_v, "Reference V format (default f16)");
+  kld->add_option("--dump-rows", kld_args.dump_rows,
+                  "Write the rows every coded KV page receives, rotated, to this file (records of int32 layer, head, "
+                  "side 0=K 1=V, head_dim, then f32[head_dim]; the reference's too when it is coded); for "
+                  "bench/quality/kv_law.py");
   return {app, [ppl, kld, niah] {
             if (niah->parsed()) return RunNiah(niah_args);
             return ppl->parsed() ? Run(ppl_args, false) : Run(kld_args, true);

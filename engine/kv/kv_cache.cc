@@ -335,6 +335,15 @@ void SequenceKv::KeyOffset(int layer, const HeadPages& h, int page_index, float*
   for (int i = 0; i < head_dim_; ++i) out[i] -= h.xf.k_mean[i];
 }
 
+namespace {
+PageRowsObserver& Observer() {
+  static PageRowsObserver observer;
+  return observer;
+}
+}  // namespace
+
+void SetPageRowsObserver(PageRowsObserver observer) { Observer() = std::move(observer); }
+
 Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
   const HeadKvFormat& f = layout_->head(layer, head);
   // The page's rows in f32, from the f16 tail (in the head's domain once the transform is fixed).
@@ -396,6 +405,7 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
     if (fmt == KvFormat::kF16) {
       std::memcpy(dest.data(), tail.data(), dest.size());  // the tail page is already an f16 page
     } else {
+      if (PageRowsObserver& observe = Observer()) observe(layer, head, kv, *codecs[kv], kv == 0 ? k_rows : v_rows, kPage);
       TQ_RETURN_IF_ERROR(codecs[kv]->EncodePage((kv == 0 ? k_rows : v_rows), kPage, dest, PageNormRule(kv)));
     }
     tail.clear();

@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -111,6 +112,14 @@ std::array<uint64_t, 3> PagesForTokens(const KvLayout& layout, int have, int n, 
 // `max_pass` tokens: after the pass ending at E_k it keeps pages from (E_{k-1} - window + 1) / kPage up to
 // E_{k+1} / kPage during the next pass, and E_{k+1} - E_{k-1} <= 2 * max_pass.
 int WindowPageCap(int window, int max_pass);
+
+// For experiments on the codes (`tqserve eval kld --dump-rows`): called for every page a coded format encodes,
+// with its rows [n][head_dim] of side kv (0 = K, 1 = V) as the codec receives them (after the key and value
+// transforms and the page's key offset) and that codec. f16 pages are copied, not encoded, and not observed.
+// Process-wide: set it before any sequence encodes; it may be called from several threads at once.
+using PageRowsObserver =
+    std::function<void(int layer, int kv_head, int kv, const kernels::KvCodec& codec, const float* rows, int n)>;
+void SetPageRowsObserver(PageRowsObserver observer);
 
 class SequenceKv {
  public:

@@ -317,7 +317,7 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
           std::copy_n(q.data() + (c.first + r) * q_dim + kvh * span, span, qbuf.data() + r * span);
         }
         if (q_mult != 1.0f) {
-          for (float& x : qbuf) x *= q_mult;
+          for (float& e : qbuf) e *= q_mult;
         }
         Status s = batch[c.first].kv->Attend(l, kvh, qbuf.data(), c.rows, group, batch[c.first].pos, obuf.data(),
                                              nullptr, nullptr, sliding ? hp.sliding_window : 0, hp.attn_softcap);

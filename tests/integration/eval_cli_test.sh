@@ -49,10 +49,29 @@ expect_rc 0 "generate piped" -- "$bin" generate -m "$model" -p Hi -n 2 -t 2
 grep -q "MiB checked" <<<"$out" && fail "load progress printed into a pipe: $out" || pass "no load progress when piped"
 
 expect_rc 0 "eval kld tq4 vs f16" -- "$bin" eval kld -m "$model" -f "$text" --ctx 256 --chunks 1 -t 2 \
-  --kv-k tq4 --kv-v tq4 --json
+  --kv-k tq4 --kv-v tq4 --json --dump-rows "$tmp/rows.bin"
 echo "$out" | sed -n '/^{/,$p' > "$tmp/kld.json"
 python3 -c "import json; d=json.load(open('$tmp/kld.json')); assert d['kld_mean'] > 0 and d['same_top'] < 1 and d['bits_per_value'] == 4.25, d" \
   && pass "kld of tq4 is positive" || fail "kld json: $(cat "$tmp/kld.json")"
+# --dump-rows: every coded page's 128 rows, K and V, of 30 layers x 3 KV heads x 2 full pages (256 tokens), each
+# a record of 4 int32 (layer, head, side, head_dim 64) and 64 finite f32 that are not all zero.
+python3 - "$tmp/rows.bin" <<'PY' && pass "--dump-rows writes every coded row" || fail "--dump-rows file"
+import math, struct, sys
+data = open(sys.argv[1], "rb").read()
+rec = 16 + 64 * 4
+assert len(data) == 2 * 30 * 3 * 2 * 128 * rec, len(data)
+seen = {}
+for off in range(0, len(data), rec):
+    layer, head, side, d = struct.unpack_from("4i", data, off)
+    assert 0 <= layer < 30 and 0 <= head < 3 and side in (0, 1) and d == 64, (layer, head, side, d)
+    y = struct.unpack_from("64f", data, off + 16)
+    assert all(math.isfinite(v) for v in y) and any(v != 0 for v in y)
+    seen[(layer, head, side)] = seen.get((layer, head, side), 0) + 1
+assert len(seen) == 180 and set(seen.values()) == {256}, seen
+PY
+expect_rc 1 "--dump-rows into a missing directory" -- "$bin" eval kld -m "$model" -f "$text" --ctx 256 --chunks 1 \
+  -t 2 --kv-k tq4 --kv-v tq4 --dump-rows "$tmp/none/rows.bin"
+expect_out "cannot write --dump-rows file" "names the file it cannot write"
 
 expect_rc 0 "calibrate" -- "$bin" calibrate -m "$model" -f "$text" --ctx 256 --chunks 1 -t 2 -o "$tmp/profile.json"
 [ "$(json "$tmp/profile.json" "len(d['score']) * len(d['score'][0])")" = 90 ] && pass "profile has 30x3 heads" \
