@@ -76,11 +76,12 @@ StatusOr<HeadProfile> CalibrateConcentration(const Model& model, const Tokenizer
 // Log-softmax of the scored rows [ctx - 1 - ctx/2][vocab] of chunk i under `layout`.
 StatusOr<std::vector<float>> ScoredLogProbs(const Model& model, const Tokenizer& tok, const Chunks& chunks,
                                             int i, int ctx, std::shared_ptr<const KvLayout> layout,
-                                            KvPageStore& store, ThreadPool& pool) {
+                                            KvPageStore& store, ThreadPool& pool,
+                                            const ForwardLayers& layers = {}) {
   SequenceKv kv(std::move(layout), ctx, &store);
   const std::vector<BatchToken> batch = ChunkBatch(tok, chunks, i, ctx, &kv, true);
   std::vector<float> logits;
-  TQ_RETURN_IF_ERROR(model.Forward(batch, pool, &logits));
+  TQ_RETURN_IF_ERROR(model.Forward(batch, pool, &logits, nullptr, layers));
   TQ_RETURN_IF_ERROR_CTX(kv.fault(), "chunk " + std::to_string(chunks.first + i));
   const int V = model.hparams().vocab_size;
   const int rows = ctx - 1 - ctx / 2;
@@ -119,11 +120,16 @@ StatusOr<HeadProfile> CalibrateSensitivity(const Model& model, const Tokenizer& 
   TQ_ASSIGN_OR_RETURN(auto ref_layout, KvLayout::Create(hp, ref_spec));
   std::unique_ptr<KvPageStore> store;
   std::array<uint32_t, 3> store_sizes{};
-  // The f16 reference rows of every chunk, computed once: [chunks][rows][vocab].
+  // The f16 reference rows of every chunk, computed once: [chunks][rows][vocab]; and its layer inputs,
+  // [chunks] of [n_layers][ctx][n_embd] floats: a pass with head (l, h) alone compressed starts at layer l, since
+  // below it every head holds f16 KV as in the reference (scores agree with whole passes to 1e-18), so the passes
+  // run half the layers on average.
   std::vector<std::vector<float>> ref(chunks.count);
+  std::vector<LayerInputs> ref_inputs(chunks.count);
   TQ_RETURN_IF_ERROR(EnsureStore(*ref_layout, &store, &store_sizes));
   for (int c = 0; c < chunks.count; ++c) {
-    TQ_ASSIGN_OR_RETURN(ref[c], ScoredLogProbs(model, tok, chunks, c, o.ctx, ref_layout, *store, pool));
+    TQ_ASSIGN_OR_RETURN(ref[c], ScoredLogProbs(model, tok, chunks, c, o.ctx, ref_layout, *store, pool,
+                                               {.record = &ref_inputs[c]}));
   }
 
   const std::string dir =
@@ -137,7 +143,8 @@ StatusOr<HeadProfile> CalibrateSensitivity(const Model& model, const Tokenizer& 
     double kld = 0;
     for (int c = 0; c < chunks.count; ++c) {
       TQ_ASSIGN_OR_RETURN(std::vector<float> test,
-                          ScoredLogProbs(model, tok, chunks, c, o.ctx, layout, *store, pool));
+                          ScoredLogProbs(model, tok, chunks, c, o.ctx, layout, *store, pool,
+                                         {.resume = &ref_inputs[c], .first_layer = l}));
       kld += MeanKld(ref[c].data(), test.data(), rows, V, pool);
     }
     return kld / chunks.count;

@@ -170,10 +170,23 @@ StatusOr<std::unique_ptr<Model>> Model::Open(const std::string& path) {
 }
 
 Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::vector<float>* logits,
-                      std::vector<float>* hidden) const {
+                      std::vector<float>* hidden, const ForwardLayers& layers) const {
   const HParams& hp = hp_;
   const int64_t B = static_cast<int64_t>(batch.size());
   const int64_t E = hp.n_embd, D = hp.head_dim;
+  const size_t layer_floats = static_cast<size_t>(B) * E;  // one layer's input in LayerInputs
+  if (layers.first_layer < 0 || layers.first_layer >= hp.n_layers) {
+    return InvalidArgumentError("first layer " + std::to_string(layers.first_layer) + " is outside [0, " +
+                                std::to_string(hp.n_layers) + ")");
+  }
+  if (layers.first_layer > 0 && layers.resume == nullptr) {
+    return InvalidArgumentError("a pass that starts at layer " + std::to_string(layers.first_layer) +
+                                " needs the recorded layer inputs");
+  }
+  if (layers.resume != nullptr && layers.resume->x.size() != hp.n_layers * layer_floats) {
+    return InvalidArgumentError("the recorded layer inputs hold " + std::to_string(layers.resume->x.size()) +
+                                " floats, not " + std::to_string(hp.n_layers * layer_floats) + " (another batch?)");
+  }
   const int64_t q_dim = int64_t{hp.n_heads} * D, kv_dim = int64_t{hp.n_kv_heads} * D;
   const int group = hp.n_heads / hp.n_kv_heads;
   // Each sequence's tokens must continue it in order: positions n_tokens, n_tokens + 1, ...
@@ -271,8 +284,13 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     }
   }
 
-  for (int l = 0; l < hp.n_layers; ++l) {
+  if (layers.resume != nullptr) {
+    std::copy_n(layers.resume->x.begin() + layers.first_layer * layer_floats, layer_floats, x.begin());
+  }
+  if (layers.record != nullptr) layers.record->x.resize(hp.n_layers * layer_floats);
+  for (int l = layers.first_layer; l < hp.n_layers; ++l) {
     const LayerWeights& L = weights_.layers[l];
+    if (layers.record != nullptr) std::copy(x.begin(), x.end(), layers.record->x.begin() + l * layer_floats);
     ahead.BeforeLayer(l);
     RmsNorm(x.data(), F32(L.attn_norm), B, E, hp.rms_eps, xn.data());
     const Product qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};

@@ -27,6 +27,22 @@ struct BatchToken {
   const LoraAdapter* lora = nullptr;  // the adapter this token's sequence runs under; null: the base model
 };
 
+// The residual stream at the input of every layer of one Forward: x, [n_layers][batch][n_embd] f32.
+struct LayerInputs {
+  std::vector<float> x;
+};
+
+// For passes that differ from an earlier pass over the same batch only from some layer on (calibrate --method
+// sensitivity changes one head's KV format per pass): `record` gets the inputs of layers [first_layer, n_layers);
+// with `resume` (recorded by a pass over the same batch, with the same KV in layers below first_layer) the pass
+// starts at first_layer from its recorded input, bit for bit as a whole pass would, and the sequences get K/V of
+// layers [first_layer, n_layers) only.
+struct ForwardLayers {
+  LayerInputs* record = nullptr;
+  const LayerInputs* resume = nullptr;
+  int first_layer = 0;
+};
+
 class Model {
  public:
   static StatusOr<std::unique_ptr<Model>> Open(const std::string& path);
@@ -45,8 +61,10 @@ class Model {
   // and the result is data_loss. The caller recomputes those sequences (SequenceKv::Reset) and may use the others.
   // With `hidden`, each token with want_hidden gets its final hidden state, normed as the logits' input, as one
   // row of n_embd floats (in batch order).
+  // With `layers`, the pass may record the residual stream at each layer's input, or start at a later layer from
+  // such a record (ForwardLayers).
   Status Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::vector<float>* logits,
-                 std::vector<float>* hidden = nullptr) const;
+                 std::vector<float>* hidden = nullptr, const ForwardLayers& layers = {}) const;
 
  private:
   Model() = default;

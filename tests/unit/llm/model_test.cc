@@ -103,6 +103,37 @@ TEST_F(ModelTest, BadTokenAndPositionAreErrors) {
   EXPECT_EQ(model_->Forward({&bad_pos, 1}, pool, &logits).code(), StatusCode::kOutOfRange);
 }
 
+// A pass started at layer l, on a fresh sequence, from the layer inputs a whole pass recorded gives the whole
+// pass's logits bit for bit.
+TEST_F(ModelTest, ResumedPassMatchesTheWholePass) {
+  ThreadPool pool(2);
+  const std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 404, 262, 426, 330};
+  const auto run = [&](SequenceKv& kv, std::vector<float>* logits, const ForwardLayers& layers) {
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < tokens.size(); ++i) batch.push_back({tokens[i], static_cast<int>(i), &kv, true});
+    return model_->Forward(batch, pool, logits, nullptr, layers);
+  };
+  const int L = model_->hparams().n_layers;
+  LayerInputs inputs;
+  SequenceKv whole(model_->hparams(), 64);
+  std::vector<float> expected;
+  ASSERT_TRUE(run(whole, &expected, {.record = &inputs}).ok());
+  ASSERT_EQ(inputs.x.size(), static_cast<size_t>(L) * tokens.size() * model_->hparams().n_embd);
+  for (int first = 0; first < L; ++first) {
+    SequenceKv kv(model_->hparams(), 64);
+    std::vector<float> logits;
+    ASSERT_TRUE(run(kv, &logits, {.resume = &inputs, .first_layer = first}).ok()) << first;
+    EXPECT_EQ(logits, expected) << "resumed at layer " << first;
+  }
+  // Misuse: a later layer without a record, a record of another batch, a layer outside the model.
+  SequenceKv kv(model_->hparams(), 64);
+  std::vector<float> logits;
+  EXPECT_EQ(run(kv, &logits, {.first_layer = 2}).code(), StatusCode::kInvalidArgument);
+  LayerInputs short_record{std::vector<float>(7)};
+  EXPECT_EQ(run(kv, &logits, {.resume = &short_record, .first_layer = 1}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(run(kv, &logits, {.resume = &inputs, .first_layer = L}).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(ModelOpenTest, MissingFileIsAnError) {
   auto m = Model::Open("/nonexistent/model.gguf");
   EXPECT_FALSE(m.ok());
