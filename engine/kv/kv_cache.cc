@@ -405,8 +405,9 @@ Status SequenceKv::EncodeFullPage(int layer, int head, HeadPages& h) {
     if (fmt == KvFormat::kF16) {
       std::memcpy(dest.data(), tail.data(), dest.size());  // the tail page is already an f16 page
     } else {
-      if (PageRowsObserver& observe = Observer()) observe(layer, head, kv, *codecs[kv], kv == 0 ? k_rows : v_rows, kPage);
-      TQ_RETURN_IF_ERROR(codecs[kv]->EncodePage((kv == 0 ? k_rows : v_rows), kPage, dest, PageNormRule(kv)));
+      const float* rows = kv == 0 ? k_rows : v_rows;
+      if (PageRowsObserver& observe = Observer()) observe(layer, head, kv, *codecs[kv], rows, kPage);
+      TQ_RETURN_IF_ERROR(codecs[kv]->EncodePage(rows, kPage, dest, PageNormRule(kv)));
     }
     tail.clear();
   }

@@ -233,13 +233,17 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
 
   std::vector<float> x(B * E), xn(B * E), q(B * q_dim), k(B * kv_dim), v(B * kv_dim), attn(B * q_dim);
   std::vector<float> gate(B * hp.n_ff), up(B * hp.n_ff), tmp(B * E);
-  for (int64_t b = 0; b < B; ++b) {
-    const Weight& emb = weights_.token_embd;
-    kernels::DecodeRow(emb.type, emb.data + batch[b].token * emb.row_bytes, E, x.data() + b * E);
-  }
-  if (hp.arch->embed_scale) {
-    const float scale = std::sqrt(static_cast<float>(E));
-    for (float& e : x) e *= scale;
+  if (layers.resume != nullptr) {  // the recorded input of the first layer run
+    std::copy_n(layers.resume->x.begin() + layers.first_layer * layer_floats, layer_floats, x.begin());
+  } else {
+    for (int64_t b = 0; b < B; ++b) {
+      const Weight& emb = weights_.token_embd;
+      kernels::DecodeRow(emb.type, emb.data + batch[b].token * emb.row_bytes, E, x.data() + b * E);
+    }
+    if (hp.arch->embed_scale) {
+      const float scale = std::sqrt(static_cast<float>(E));
+      for (float& e : x) e *= scale;
+    }
   }
 
   // Distinct sequences of the batch, for prefetching their cold pages a layer ahead of attention.
@@ -284,9 +288,6 @@ Status Model::Forward(std::span<const BatchToken> batch, ThreadPool& pool, std::
     }
   }
 
-  if (layers.resume != nullptr) {
-    std::copy_n(layers.resume->x.begin() + layers.first_layer * layer_floats, layer_floats, x.begin());
-  }
   if (layers.record != nullptr) layers.record->x.resize(hp.n_layers * layer_floats);
   for (int l = layers.first_layer; l < hp.n_layers; ++l) {
     const LayerWeights& L = weights_.layers[l];
